@@ -1,0 +1,349 @@
+"""The game API handed to agent-written code: only what the player sees, plus its own memory.
+
+A `GameAPI` is fed `PlayerObservation` snapshots by the environment and keeps no reference to
+the simulator, so no attribute path leads from it to the world (tests/test_sandbox.py walks
+them all). Everything it returns is a copy or an immutable value: changing what it returns
+changes nothing in the game.
+
+Coded actions are generators that yield primitive action names; the helpers that act
+(`face`, `go_to`, `explore`) are generators too, meant for `yield from`.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from typing import Iterator
+
+import crafter.constants as crafter_constants
+import numpy as np
+
+from envs.observation import (
+    CREATURES, DIRECTIONS, MATERIAL_IDS, MATERIAL_NAMES, MOVE_FOR_DIRECTION, UNKNOWN,
+    VIEW_RADIUS_X, VIEW_RADIUS_Y, WALKABLE, PlayerObservation,
+)
+
+# Recipe facts from Crafter's own data (data.yaml), which a player learns from the game's manual.
+MAKE_RECIPES: dict[str, tuple[dict[str, int], tuple[str, ...]]] = {
+    item: (dict(info["uses"]), tuple(info["nearby"])) for item, info in crafter_constants.make.items()}
+PLACE_RECIPES: dict[str, tuple[dict[str, int], tuple[str, ...]]] = {
+    item: (dict(info["uses"]), tuple(info["where"])) for item, info in crafter_constants.place.items()}
+COLLECT_REQUIRES: dict[str, dict[str, int]] = {
+    material: dict(info["require"]) for material, info in crafter_constants.collect.items()}
+
+_MEMORY_RADIUS = 80  # the world is 64x64, so odometry never leaves [-64, 64]
+_WALKABLE_IDS = np.array([MATERIAL_IDS[m] for m in sorted(WALKABLE)], dtype=np.uint8)
+
+Pos = tuple[int, int]
+
+
+class GameAPI:
+    """Read-only view of the game for coded actions. See the module docstring."""
+
+    __slots__ = ("_obs", "_memory", "_rng")
+
+    def __init__(self, seed: int = 0):
+        self._obs: PlayerObservation | None = None
+        self._memory = np.zeros((2 * _MEMORY_RADIUS + 1,) * 2, dtype=np.uint8)
+        self._rng = random.Random(seed)
+
+    # -- fed by the environment (private: agent code cannot reach names starting with "_") --
+
+    def _reset(self, obs: PlayerObservation, seed: int) -> None:
+        self._memory[:] = 0
+        self._rng = random.Random(seed)
+        self._observe(obs)
+
+    def _observe(self, obs: PlayerObservation) -> None:
+        self._obs = obs
+        x, y = obs.pos
+        x0, y0 = x - VIEW_RADIUS_X + _MEMORY_RADIUS, y - VIEW_RADIUS_Y + _MEMORY_RADIUS
+        patch = obs.materials
+        self._memory[x0:x0 + patch.shape[0], y0:y0 + patch.shape[1]] = patch
+
+    def _current(self) -> PlayerObservation:
+        if self._obs is None:
+            raise RuntimeError("the game has not been reset yet")
+        return self._obs
+
+    # -- what the player sees --
+
+    @property
+    def pos(self) -> Pos:
+        """Player position as odometry from the episode start (x right, y down)."""
+        return self._current().pos
+
+    @property
+    def facing(self) -> Pos:
+        """Direction the player faces, e.g. (0, 1) is down."""
+        return self._current().facing
+
+    @property
+    def facing_pos(self) -> Pos:
+        (x, y), (dx, dy) = self.pos, self.facing
+        return (x + dx, y + dy)
+
+    @property
+    def inventory(self) -> dict[str, int]:
+        """A copy of the inventory, status bars included (health, food, drink, energy)."""
+        return dict(self._current().inventory)
+
+    @property
+    def health(self) -> int:
+        return self._current().inventory["health"]
+
+    @property
+    def food(self) -> int:
+        return self._current().inventory["food"]
+
+    @property
+    def drink(self) -> int:
+        return self._current().inventory["drink"]
+
+    @property
+    def energy(self) -> int:
+        return self._current().inventory["energy"]
+
+    @property
+    def daylight(self) -> float:
+        return self._current().daylight
+
+    @property
+    def sleeping(self) -> bool:
+        return self._current().sleeping
+
+    @property
+    def step_count(self) -> int:
+        """Primitive steps taken in this episode so far."""
+        return self._current().episode_step
+
+    @property
+    def achievements(self) -> frozenset[str]:
+        return self._current().achievements
+
+    def has(self, item: str, amount: int = 1) -> bool:
+        return self._current().inventory.get(item, 0) >= amount
+
+    def tile(self, dx: int, dy: int) -> str | None:
+        """Material at an offset inside the local view, or None outside it."""
+        if abs(dx) > VIEW_RADIUS_X or abs(dy) > VIEW_RADIUS_Y:
+            return None
+        return MATERIAL_NAMES[self._current().materials[dx + VIEW_RADIUS_X, dy + VIEW_RADIUS_Y]]
+
+    def local_view(self) -> list[list[str]]:
+        """The 9x7 local view as rows (top to bottom) of material names; the player is at row 3, column 4."""
+        mats = self._current().materials
+        return [[MATERIAL_NAMES[mats[x, y]] for x in range(mats.shape[0])] for y in range(mats.shape[1])]
+
+    @property
+    def creatures(self) -> list[tuple[str, int, int]]:
+        """Visible creatures and objects as (name, dx, dy) offsets from the player."""
+        return list(self._current().creatures)
+
+    def visible(self, name: str) -> list[Pos]:
+        """Offsets (dx, dy) of every visible tile or creature called `name`, nearest first."""
+        if name in CREATURES:
+            found = [(dx, dy) for n, dx, dy in self._current().creatures if n == name]
+        else:
+            ids = self._current().materials
+            xs, ys = np.nonzero(ids == MATERIAL_IDS.get(name, -1))
+            found = [(int(x) - VIEW_RADIUS_X, int(y) - VIEW_RADIUS_Y) for x, y in zip(xs, ys)]
+        return sorted(found, key=lambda d: (abs(d[0]) + abs(d[1]), d))
+
+    # -- memory of this episode --
+
+    def material_at(self, pos: Pos) -> str:
+        """Remembered material at an absolute (odometry) position; 'unknown' if never seen."""
+        x, y = pos[0] + _MEMORY_RADIUS, pos[1] + _MEMORY_RADIUS
+        if not (0 <= x < self._memory.shape[0] and 0 <= y < self._memory.shape[1]):
+            return UNKNOWN
+        return MATERIAL_NAMES[self._memory[x, y]]
+
+    def known(self, name: str) -> list[Pos]:
+        """Absolute positions of every remembered tile of a material, nearest first."""
+        xs, ys = np.nonzero(self._memory == MATERIAL_IDS.get(name, -1))
+        px, py = self.pos
+        found = [(int(x) - _MEMORY_RADIUS, int(y) - _MEMORY_RADIUS) for x, y in zip(xs, ys)]
+        return sorted(found, key=lambda p: (abs(p[0] - px) + abs(p[1] - py), p))
+
+    def nearest(self, name: str) -> Pos | None:
+        """Absolute position of the nearest remembered material or visible creature, or None.
+
+        Prefers targets that can be reached over known walkable tiles."""
+        px, py = self.pos
+        if name in CREATURES:
+            seen = self.visible(name)
+            return (px + seen[0][0], py + seen[0][1]) if seen else None
+        candidates = self.known(name)
+        if not candidates:
+            return None
+        reachable = self._reachable_adjacent_costs()
+        best, best_cost = None, None
+        for pos in candidates:
+            cost = min((reachable.get(n) for n in _neighbours(pos) if n in reachable), default=None)
+            if cost is not None and (best_cost is None or cost < best_cost):
+                best, best_cost = pos, cost
+        return best if best is not None else candidates[0]
+
+    def is_walkable(self, pos: Pos) -> bool:
+        return self.material_at(pos) in WALKABLE and pos not in self._creature_positions()
+
+    def path_to(self, target: Pos, adjacent: bool = True) -> list[str] | None:
+        """Moves that lead over known walkable tiles to `target` (or next to it when
+        `adjacent`), or None when no known path exists. [] means already there."""
+        goals = set(_neighbours(target)) if adjacent else {tuple(target)}
+        start = self.pos
+        if start in goals:
+            return []
+        blocked = self._creature_positions()
+        previous: dict[Pos, tuple[Pos, str] | None] = {start: None}
+        queue = deque([start])
+        while queue:
+            cur = queue.popleft()
+            for move_dir, move in MOVE_FOR_DIRECTION.items():
+                nxt = (cur[0] + move_dir[0], cur[1] + move_dir[1])
+                if nxt in previous or nxt in blocked or self.material_at(nxt) not in WALKABLE:
+                    continue
+                previous[nxt] = (cur, move)
+                if nxt in goals:
+                    return _unwind(previous, nxt)
+                queue.append(nxt)
+        return None
+
+    def is_facing(self, name: str) -> bool:
+        """Whether the tile in front of the player holds this material or creature."""
+        return self.facing_material() == name or name in self._facing_creatures()
+
+    def facing_material(self) -> str:
+        return self.material_at(self.facing_pos)
+
+    def is_near(self, material: str, distance: int = 1) -> bool:
+        """Whether a material lies within `distance` tiles (square area), as Crafter checks for crafting."""
+        px, py = self.pos
+        return any(
+            self.material_at((px + dx, py + dy)) == material
+            for dx in range(-distance, distance + 1) for dy in range(-distance, distance + 1))
+
+    def requirements(self, item: str) -> dict[str, int]:
+        """Inventory items that making or placing `item` uses up, e.g. {'wood': 1}."""
+        if item in MAKE_RECIPES:
+            return dict(MAKE_RECIPES[item][0])
+        if item in PLACE_RECIPES:
+            return dict(PLACE_RECIPES[item][0])
+        raise ValueError(f"unknown item '{item}'; known: {', '.join(sorted({*MAKE_RECIPES, *PLACE_RECIPES}))}")
+
+    def can_afford(self, item: str, extra: dict[str, int] | None = None) -> bool:
+        """Whether the inventory covers `item`'s requirements (plus `extra` items on top)."""
+        needs = self.requirements(item)
+        for key, amount in (extra or {}).items():
+            needs[key] = needs.get(key, 0) + amount
+        return all(self.has(k, v) for k, v in needs.items())
+
+    def can_make(self, item: str) -> bool:
+        """Whether `make_<item>` would succeed now: materials in the inventory and stations nearby."""
+        if item not in MAKE_RECIPES:
+            raise ValueError(f"unknown item '{item}'; makeable items: {', '.join(sorted(MAKE_RECIPES))}")
+        uses, nearby = MAKE_RECIPES[item]
+        return all(self.has(k, v) for k, v in uses.items()) and all(self.is_near(s) for s in nearby)
+
+    def can_place(self, item: str) -> bool:
+        """Whether `place_<item>` would succeed now: materials in hand and a free tile in front."""
+        if item not in PLACE_RECIPES:
+            raise ValueError(f"unknown item '{item}'; placeable items: {', '.join(sorted(PLACE_RECIPES))}")
+        uses, where = PLACE_RECIPES[item]
+        free = not self._facing_creatures()
+        return all(self.has(k, v) for k, v in uses.items()) and free and self.facing_material() in where
+
+    def can_collect(self, material: str) -> bool:
+        """Whether the inventory holds the tool needed to collect this material."""
+        needs = COLLECT_REQUIRES.get(material)
+        return needs is not None and all(self.has(k, v) for k, v in needs.items())
+
+    # -- helpers that act: use with `yield from` --
+
+    def face(self, target: Pos) -> Iterator[str]:
+        """Turn toward an adjacent target. Moving into a non-walkable tile only turns the player."""
+        px, py = self.pos
+        delta = (target[0] - px, target[1] - py)
+        if delta not in MOVE_FOR_DIRECTION:
+            return
+        if self.facing != delta:
+            yield MOVE_FOR_DIRECTION[delta]
+
+    def go_to(self, target: Pos, max_steps: int = 200) -> Iterator[str]:
+        """Walk next to `target` and face it, re-planning each step as creatures move.
+        Stops early when no known path exists."""
+        for _ in range(max_steps):
+            path = self.path_to(target)
+            if path is None:
+                return
+            if not path:
+                yield from self.face(target)
+                return
+            yield path[0]
+
+    def explore(self, steps: int = 20) -> Iterator[str]:
+        """Head for the nearest edge of the known map to uncover new tiles."""
+        for _ in range(steps):
+            move = self._step_toward_frontier()
+            if move is None:
+                move = self._rng.choice(list(MOVE_FOR_DIRECTION.values()))
+            yield move
+
+    # -- internals --
+
+    def _creature_positions(self) -> set[Pos]:
+        px, py = self.pos
+        return {(px + dx, py + dy) for _, dx, dy in self._current().creatures}
+
+    def _facing_creatures(self) -> list[str]:
+        fdx, fdy = self.facing
+        return [n for n, dx, dy in self._current().creatures if (dx, dy) == (fdx, fdy)]
+
+    def _reachable_adjacent_costs(self, limit: int = 4000) -> dict[Pos, int]:
+        """Walking distance to every tile reachable over known walkable ground."""
+        start = self.pos
+        cost = {start: 0}
+        queue = deque([start])
+        blocked = self._creature_positions()
+        while queue and len(cost) < limit:
+            cur = queue.popleft()
+            for d in MOVE_FOR_DIRECTION:
+                nxt = (cur[0] + d[0], cur[1] + d[1])
+                if nxt not in cost and nxt not in blocked and self.material_at(nxt) in WALKABLE:
+                    cost[nxt] = cost[cur] + 1
+                    queue.append(nxt)
+        return cost
+
+    def _step_toward_frontier(self) -> str | None:
+        """First move of a shortest known path to a walkable tile that borders unknown ground."""
+        start = self.pos
+        previous: dict[Pos, tuple[Pos, str] | None] = {start: None}
+        queue = deque([start])
+        blocked = self._creature_positions()
+        moves = list(MOVE_FOR_DIRECTION.items())
+        self._rng.shuffle(moves)  # varied but seeded tie-breaking between equal frontiers
+        while queue:
+            cur = queue.popleft()
+            if cur != start and any(self.material_at(n) == UNKNOWN for n in _neighbours(cur)):
+                return _unwind(previous, cur)[0]
+            for d, move in moves:
+                nxt = (cur[0] + d[0], cur[1] + d[1])
+                if nxt in previous or nxt in blocked or self.material_at(nxt) not in WALKABLE:
+                    continue
+                previous[nxt] = (cur, move)
+                queue.append(nxt)
+        return None
+
+
+def _neighbours(pos: Pos) -> list[Pos]:
+    return [(pos[0] + dx, pos[1] + dy) for dx, dy in DIRECTIONS.values()]
+
+
+def _unwind(previous: dict, end: Pos) -> list[str]:
+    moves = []
+    node = end
+    while previous[node] is not None:
+        node, move = previous[node]
+        moves.append(move)
+    return moves[::-1]
