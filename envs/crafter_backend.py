@@ -1,0 +1,132 @@
+"""Crafter behind the Backend protocol.
+
+The symbolic observation never renders: the policy sees the 9x7 local view as one-hot materials
+and creatures plus inventory and status, built straight from the simulator's tile arrays, which
+is several times faster than drawing pixels.
+"""
+
+from __future__ import annotations
+
+import crafter
+import gymnasium as gym
+import numpy as np
+from crafter import objects as crafter_objects
+
+from envs.observation import (
+    CREATURES, INVENTORY_KEYS, MATERIAL_IDS, MATERIAL_NAMES, MATERIALS, VIEW_HEIGHT,
+    VIEW_RADIUS_X, VIEW_RADIUS_Y, VIEW_WIDTH, VOID, PlayerObservation,
+)
+
+PRIMITIVE_ACTIONS: tuple[str, ...] = tuple(crafter.constants.actions)
+_FACINGS = ((-1, 0), (1, 0), (0, -1), (0, 1))
+_INVENTORY_MAX = 9.0
+SYMBOLIC_SIZE = (
+    VIEW_WIDTH * VIEW_HEIGHT * (len(MATERIAL_NAMES) + len(CREATURES))
+    + len(INVENTORY_KEYS) + len(_FACINGS) + 2  # + daylight, sleeping
+)
+
+if tuple(crafter.constants.materials) != MATERIALS:  # _view_ids relies on the ids coinciding
+    raise ImportError(f"Crafter's materials changed ({crafter.constants.materials}); "
+                      "update envs/observation.py to match")
+
+
+class _Simulator(crafter.Env):
+    """Crafter with rendering made lazy: its step() draws a frame every step otherwise."""
+
+    def _obs(self):
+        return None
+
+
+def _creature_name(obj) -> str | None:
+    if isinstance(obj, crafter_objects.Plant):
+        return "ripe_plant" if obj.ripe else "plant"
+    name = type(obj).__name__.lower()
+    return name if name in CREATURES else None
+
+
+class CrafterBackend:
+    name = "crafter"
+    primitive_actions = PRIMITIVE_ACTIONS
+
+    def __init__(self):
+        # Crafter's own length limit is off: TaskEnv truncates at the task's step limit.
+        self._sim = _Simulator(area=(64, 64), view=(9, 9), size=(64, 64), reward=True, length=None, seed=0)
+        self._start = (0, 0)
+        self._onehot_materials = np.eye(len(MATERIAL_NAMES), dtype=np.float32)
+
+    def reset(self, seed: int, episode: int = 0) -> None:
+        # Crafter seeds each world from (seed, episode number); reset() increments the number.
+        self._sim._seed, self._sim._episode = int(seed), int(episode)
+        self._sim.reset()
+        self._start = tuple(int(v) for v in self._sim._player.pos)
+
+    def step(self, action: int) -> tuple[float, bool]:
+        _, reward, dead, _ = self._sim.step(action)
+        return float(reward), bool(dead)
+
+    def achievements(self) -> set[str]:
+        return {k for k, v in self._sim._player.achievements.items() if v > 0}
+
+    def inventory(self) -> dict[str, int]:
+        return dict(self._sim._player.inventory)
+
+    def render(self) -> np.ndarray:
+        return self._sim.render()
+
+    def policy_space(self, obs_kind: str) -> gym.Space:
+        if obs_kind == "symbolic":
+            return gym.spaces.Box(0.0, 1.0, (SYMBOLIC_SIZE,), np.float32)
+        return gym.spaces.Box(0, 255, (64, 64, 3), np.uint8)
+
+    def policy_observation(self, obs_kind: str, player_obs: PlayerObservation) -> np.ndarray:
+        if obs_kind == "pixels":
+            return self._sim.render()
+        return symbolic_features(player_obs, self._onehot_materials)
+
+    def player_observation(self, episode_step: int) -> PlayerObservation:
+        player = self._sim._player
+        pos = (int(player.pos[0]) - self._start[0], int(player.pos[1]) - self._start[1])
+        return PlayerObservation(
+            materials=self._view_ids(), creatures=self._visible_creatures(),
+            inventory=dict(player.inventory), facing=tuple(int(v) for v in player.facing),
+            pos=pos, daylight=float(self._sim._world.daylight), sleeping=bool(player.sleeping),
+            episode_step=episode_step, achievements=frozenset(self.achievements()))
+
+    def _view_ids(self) -> np.ndarray:
+        """Material ids of the 9x7 local view; cells beyond the world's edge are 'void'."""
+        world = self._sim._world
+        px, py = (int(v) for v in self._sim._player.pos)
+        out = np.full((VIEW_WIDTH, VIEW_HEIGHT), MATERIAL_IDS[VOID], dtype=np.uint8)
+        x0, y0 = px - VIEW_RADIUS_X, py - VIEW_RADIUS_Y
+        w, h = world.area
+        xa, ya = max(x0, 0), max(y0, 0)
+        xb, yb = min(x0 + VIEW_WIDTH, w), min(y0 + VIEW_HEIGHT, h)
+        out[xa - x0:xb - x0, ya - y0:yb - y0] = world._mat_map[xa:xb, ya:yb]
+        return out
+
+    def _visible_creatures(self) -> tuple[tuple[str, int, int], ...]:
+        world = self._sim._world
+        px, py = (int(v) for v in self._sim._player.pos)
+        x0, y0 = max(px - VIEW_RADIUS_X, 0), max(py - VIEW_RADIUS_Y, 0)
+        window = world._obj_map[x0:px + VIEW_RADIUS_X + 1, y0:py + VIEW_RADIUS_Y + 1]
+        found = []
+        for ix, iy in zip(*np.nonzero(window)):
+            obj = world._objects[window[ix, iy]]
+            name = _creature_name(obj) if obj is not self._sim._player else None
+            if name:
+                found.append((name, int(x0 + ix - px), int(y0 + iy - py)))
+        return tuple(found)
+
+
+def symbolic_features(obs: PlayerObservation, onehot_materials: np.ndarray | None = None) -> np.ndarray:
+    """The policy's symbolic input: one-hot view materials and creatures, inventory, facing, time."""
+    if onehot_materials is None:
+        onehot_materials = np.eye(len(MATERIAL_NAMES), dtype=np.float32)
+    materials = onehot_materials[obs.materials]                           # (9, 7, M)
+    creatures = np.zeros((VIEW_WIDTH, VIEW_HEIGHT, len(CREATURES)), np.float32)
+    for name, dx, dy in obs.creatures:
+        creatures[dx + VIEW_RADIUS_X, dy + VIEW_RADIUS_Y, CREATURES.index(name)] = 1.0
+    inventory = np.array([obs.inventory.get(k, 0) for k in INVENTORY_KEYS], np.float32) / _INVENTORY_MAX
+    facing = np.array([obs.facing == f for f in _FACINGS], np.float32)
+    extra = np.array([obs.daylight, float(obs.sleeping)], np.float32)
+    return np.concatenate([materials.ravel(), creatures.ravel(), np.clip(inventory, 0, 1), facing, extra])
