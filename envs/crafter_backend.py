@@ -36,6 +36,11 @@ class _Simulator(crafter.Env):
     def _obs(self):
         return None
 
+    def _balance_chunk(self, chunk, objs):
+        # Crafter keeps each chunk's objects in a set ordered by memory address, and picks the
+        # creature to despawn by index into it: sorting by position makes same-seed episodes replay.
+        super()._balance_chunk(chunk, sorted(objs, key=lambda obj: (int(obj.pos[0]), int(obj.pos[1]))))
+
 
 def _creature_name(obj) -> str | None:
     if isinstance(obj, crafter_objects.Plant):

