@@ -1,0 +1,340 @@
+"""`python -m graph.run "obtain diamond"`: run RL-GPT on a task, checkpointed, with live progress.
+
+Every node's result is saved to out_dir/checkpoints.sqlite before the next node starts
+(durability="sync"), under the run id as LangGraph thread id, so `--resume RUN_ID` continues a
+killed run from its last finished node. At the end the summary table is printed and
+report.md / report.json are written into out_dir/RUN_ID/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import sys
+import time
+from contextlib import closing
+from pathlib import Path
+from typing import Any, Sequence
+
+from graph.settings import (RunSettings, SettingsError, list_run_ids, load_run_settings, make_settings,
+                            save_settings)
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+RECURSION_LIMIT = 100_000  # the loops are bounded by the settings, not by LangGraph's step cap
+EVENTS_FILE = "events.jsonl"
+SESSIONS_FILE = "sessions.json"
+
+
+class RunError(RuntimeError):
+    """A problem the user can fix; printed as one clear message."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE):
+        super().__init__(message)
+        self.code = code
+
+
+# ---- command line ------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    d = RunSettings.model_fields
+    p = argparse.ArgumentParser(
+        prog="python -m graph.run",
+        description="Run RL-GPT on a Crafter task: a planner splits the task into subtasks, a slow agent "
+                    "decides per sub-action between code and RL, a fast agent writes code or RL configs "
+                    "and a critic judges the measured results. Checkpointed after every node.",
+        epilog="Examples:\n"
+               "  python -m graph.run \"harvest log\"\n"
+               "  python -m graph.run \"obtain diamond\" --budget-steps 3000000 --max-wall-s 86400\n"
+               "  python -m graph.run --resume collect_wood-20250101-120000-ab12\n"
+               "Settings are taken from the defaults, then --config FILE, then the options given.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("task", nargs="?", help="task name or plain words, e.g. 'obtain diamond', 'harvest log', "
+                                           "'collect_wood' (default: collect_wood)")
+    p.add_argument("--env", choices=["crafter", "minedojo"], help="environment backend (default: crafter)")
+    p.add_argument("--model", help="chat model name on an OpenAI-compatible server (needs OPENAI_API_KEY or "
+                                   "OPENAI_BASE_URL); 'expert' or unset = the offline rule-based expert")
+    p.add_argument("--budget-steps", type=int, metavar="N",
+                   help=f"environment steps the run may spend (default: {d['budget_steps'].default})")
+    p.add_argument("--max-outer-iters", type=int, metavar="N",
+                   help=f"slow-agent revisions per subtask (default: {d['max_outer_iters'].default})")
+    p.add_argument("--max-inner-iters", type=int, metavar="N",
+                   help=f"fast-agent/critic rounds per decomposition (default: {d['max_inner_iters'].default})")
+    p.add_argument("--max-wall-s", type=float, metavar="S",
+                   help=f"wall-clock limit in seconds (default: {d['max_wall_s'].default:.0f})")
+    p.add_argument("--max-model-calls", type=int, metavar="N",
+                   help=f"model calls the run may make (default: {d['max_model_calls'].default})")
+    p.add_argument("--train-steps", type=int, metavar="N",
+                   help=f"env steps of one PPO training (default: {d['train_steps'].default})")
+    p.add_argument("--eval-episodes", type=int, metavar="N",
+                   help=f"held-out episodes per success-rate measurement (default: {d['eval_episodes'].default})")
+    p.add_argument("--test-episodes", type=int, metavar="N",
+                   help="code-test seeds per measurement (default: min(8, eval episodes))")
+    p.add_argument("--target-success", type=float, metavar="P",
+                   help=f"success rate that passes an attempt outright (default: {d['target_success'].default})")
+    p.add_argument("--max-replans", type=int, metavar="N",
+                   help=f"re-plans after a subtask fails (default: {d['max_replans'].default})")
+    p.add_argument("--skill-threshold", type=float, metavar="P",
+                   help=f"success rate at which a skill is reused (default: {d['skill_threshold'].default})")
+    p.add_argument("--seed", type=int, help="training/code-test seed, below 1000000 (default: 0)")
+    p.add_argument("--out", "--out-dir", dest="out_dir", type=Path, metavar="DIR",
+                   help="output folder for checkpoints, skills and reports (default: runs)")
+    p.add_argument("--skills-dir", type=Path, metavar="DIR", help="skill library folder (default: OUT/skills)")
+    p.add_argument("--run-id", help="name of a new run (default: TASK-DATE-TIME-XXXX)")
+    p.add_argument("--config", type=Path, metavar="FILE", help="TOML or JSON file of settings (field = value)")
+    p.add_argument("--resume", metavar="RUN_ID",
+                   help="continue a stopped run from its last finished node, with its saved settings")
+    p.add_argument("--list-runs", action="store_true", help="list the runs in the output folder and exit")
+    p.add_argument("--no-live", action="store_true", help="plain log lines instead of the live display")
+    return p
+
+
+SETTING_OPTIONS = ("task", "env", "model", "budget_steps", "max_outer_iters", "max_inner_iters", "max_wall_s",
+                   "max_model_calls", "train_steps", "eval_episodes", "test_episodes", "target_success",
+                   "max_replans", "skill_threshold", "seed", "out_dir",
+                   "skills_dir", "run_id")
+
+
+# ---- run bookkeeping (wall time over sessions, node log) -------------------------------------
+class RunLog:
+    """events.jsonl (one line per finished node) and sessions.json (wall time of each process)."""
+
+    def __init__(self, run_dir: Path, resumed: bool):
+        self.run_dir = run_dir
+        self.sessions_path = run_dir / SESSIONS_FILE
+        self.events_path = run_dir / EVENTS_FILE
+        self.sessions: list[dict[str, Any]] = []
+        if self.sessions_path.is_file():
+            try:
+                self.sessions = json.loads(self.sessions_path.read_text(encoding="utf-8"))
+            except json.JSONDecodeError:
+                self.sessions = []  # a torn write from a killed process: the wall time of old sessions is lost
+        self.session = {"pid": os.getpid(), "resumed": resumed, "started": time.time(), "ended": time.time(),
+                        "nodes": 0}
+        self.sessions.append(self.session)
+        self._save_sessions()
+
+    @property
+    def earlier_wall_s(self) -> float:
+        return sum(s["ended"] - s["started"] for s in self.sessions[:-1])
+
+    @property
+    def wall_s(self) -> float:
+        return sum(s["ended"] - s["started"] for s in self.sessions)
+
+    def usage(self) -> dict[str, dict[str, int]]:
+        """Model calls and tokens per role, summed over every process that worked on the run."""
+        total: dict[str, dict[str, int]] = {}
+        for s in self.sessions:
+            for role, counts in (s.get("usage") or {}).items():
+                mine = total.setdefault(role, {})
+                for k, v in counts.items():
+                    mine[k] = mine.get(k, 0) + int(v)
+        return total
+
+    def node_done(self, node: str, session_index: int, usage: dict[str, Any] | None = None) -> None:
+        self.session["nodes"] += 1
+        self.session["ended"] = time.time()
+        if usage is not None:
+            self.session["usage"] = usage
+        with open(self.events_path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"t": round(time.time(), 3), "session": session_index, "pid": os.getpid(),
+                                "node": node}) + "\n")
+        self._save_sessions()
+
+    def close(self) -> None:
+        self.session["ended"] = time.time()
+        self._save_sessions()
+
+    def _save_sessions(self) -> None:
+        tmp = self.sessions_path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self.sessions, indent=1), encoding="utf-8")
+        tmp.replace(self.sessions_path)
+
+
+# ---- the run -------------------------------------------------------------------------------------
+def _open_checkpointer(path: Path):
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        conn = sqlite3.connect(str(path), check_same_thread=False)
+        saver = SqliteSaver(conn)
+        saver.setup()
+    except sqlite3.DatabaseError as e:
+        raise RunError(f"checkpoint database {path} cannot be opened ({e}); move it away to start fresh",
+                       EXIT_FAILED) from None
+    return conn, saver
+
+
+def _thread_config(run_id: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": run_id}, "recursion_limit": RECURSION_LIMIT}
+
+
+def _settings_from_args(args: argparse.Namespace) -> tuple[RunSettings, bool]:
+    """(settings, resumed). A resumed run uses exactly the settings it was started with."""
+    if args.resume:
+        given = [f"--{k.replace('_', '-')}" for k in SETTING_OPTIONS
+                 if k != "out_dir" and getattr(args, k, None) is not None]
+        if args.config is not None:
+            given.append("--config")
+        if given:
+            raise RunError(f"--resume continues a run with the settings it was started with; "
+                           f"drop {', '.join(given)} (only --out and --no-live go with --resume)")
+        out_dir = args.out_dir or RunSettings.model_fields["out_dir"].default
+        try:
+            return load_run_settings(out_dir, args.resume), True
+        except SettingsError as e:
+            raise RunError(str(e)) from None
+    overrides = {k: getattr(args, k) for k in SETTING_OPTIONS}
+    try:
+        settings = make_settings(args.config, overrides)
+    except SettingsError as e:
+        raise RunError(str(e)) from None
+    if settings.run_dir.joinpath("settings.json").exists():
+        raise RunError(f"run '{settings.run_id}' already exists in {settings.out_dir}; continue it with "
+                       f"--resume {settings.run_id} or pick another --run-id")
+    return settings, False
+
+
+def _counters(values: dict[str, Any]):
+    from graph.progress import Counters
+    from graph.report import usage_totals
+
+    plan = values.get("plan") or []
+    i = int(values.get("subtask_index") or 0)
+    return Counters(subtask=plan[i].get("name", "") if i < len(plan) else "", subtask_index=min(i, len(plan)),
+                    subtask_count=len(plan), outer_iter=int(values.get("outer_iter") or 0),
+                    inner_iter=int(values.get("inner_iter") or 0),
+                    steps_spent=int(values.get("env_steps_spent") or 0),
+                    model_calls=usage_totals(values.get("usage") or {})["calls"])
+
+
+def _usage_of(model: Any) -> dict[str, Any] | None:
+    usage = getattr(model, "usage", None)
+    return usage.to_dict() if usage is not None and hasattr(usage, "to_dict") else None
+
+
+def _node_summary(update: Any) -> str:
+    """A few words about what a node just decided, from its events/critiques entries."""
+    if not isinstance(update, dict):
+        return ""
+    for key in ("events", "critiques"):
+        entries = update.get(key) or []
+        if entries and isinstance(entries[-1], dict):
+            e = entries[-1]
+            text = e.get("message") or e.get("feedback") or e.get("kind") or e.get("verdict") or ""
+            return str(text)[:100]
+    return ""
+
+
+def execute(settings: RunSettings, resumed: bool, live: bool | None, task_text: str | None = None) -> int:
+    from graph.builder import build_graph
+    from graph.plugins import PluginError, load_plugins
+    from graph.progress import RunProgress
+    from graph.report import build_report, print_summary, write_report
+    from graph.state import initial_state
+    from nodes.models import ModelConfigError, make_model
+
+    try:
+        model = make_model(settings.model)
+    except ModelConfigError as e:
+        raise RunError(str(e)) from None
+    try:
+        plugins = load_plugins()
+    except PluginError as e:
+        raise RunError(str(e), EXIT_FAILED) from None
+
+    conn, saver = _open_checkpointer(settings.checkpoint_path)
+    with closing(conn):
+        config = _thread_config(settings.run_id)
+        graph = build_graph(settings, model, checkpointer=saver, plugins=plugins)
+        snapshot = graph.get_state(config)
+        fresh = not snapshot.values  # a run killed before its first checkpoint starts from the beginning
+        if resumed and not fresh and not snapshot.next:
+            print(f"run {settings.run_id} had already finished; its summary:", file=sys.stderr)
+            old_log = RunLog(settings.run_dir, resumed=True)
+            report = build_report(settings, snapshot.values, old_log.wall_s, usage=old_log.usage())
+            print_summary(report, *write_report(report, settings.run_dir))
+            return EXIT_OK
+        if not resumed:
+            save_settings(settings)
+        run_log = RunLog(settings.run_dir, resumed)
+        session_index = len(run_log.sessions) - 1
+        task_text = task_text or settings.task
+        inputs = initial_state(settings.task, task_text, settings.budget_steps) if fresh else None
+        progress = RunProgress(settings.run_id, settings.task, settings.budget_steps, settings.max_wall_s,
+                               settings.max_model_calls, live=live, elapsed_offset=run_log.earlier_wall_s)
+        if resumed and not fresh:
+            done = ", ".join(snapshot.next)
+            progress.message(f"resuming run {settings.run_id} at node(s) {done}")
+        try:
+            with progress:
+                if snapshot.values:
+                    progress.update_counters(_counters(snapshot.values))
+                for mode, chunk in graph.stream(inputs, config, stream_mode=["updates", "custom", "tasks"],
+                                                durability="sync"):
+                    if mode == "custom":
+                        progress.custom(chunk)
+                        continue
+                    if mode == "tasks":  # a task starting carries its input; a finished one its result
+                        if "input" in chunk and not str(chunk.get("name", "")).startswith("__"):
+                            progress.node_started(chunk["name"])
+                        continue
+                    for node, update in chunk.items():
+                        if node.startswith("__"):  # __interrupt__ and other LangGraph internals
+                            continue
+                        run_log.node_done(node, session_index, _usage_of(model))
+                        progress.update_counters(_counters(graph.get_state(config).values))
+                        progress.node_done(node, _node_summary(update))
+        except KeyboardInterrupt:
+            run_log.close()
+            print(f"\nrun {settings.run_id} interrupted; resume with: python -m graph.run --resume "
+                  f"{settings.run_id}" + (f" --out {settings.out_dir}" if str(settings.out_dir) != "runs" else ""),
+                  file=sys.stderr)
+            return EXIT_INTERRUPTED
+        except Exception as e:
+            run_log.close()
+            state = graph.get_state(config)
+            where = f" in node(s) {', '.join(state.next)}" if state.next else ""
+            print(f"error: run {settings.run_id} failed{where}: {type(e).__name__}: {e}\n"
+                  f"Every finished node is checkpointed; after fixing the cause, resume with: "
+                  f"python -m graph.run --resume {settings.run_id}"
+                  + (f" --out {settings.out_dir}" if str(settings.out_dir) != "runs" else ""), file=sys.stderr)
+            return EXIT_FAILED
+        run_log.close()
+        final = graph.get_state(config)
+        report = build_report(settings, final.values, run_log.wall_s, model_name=getattr(model, "name", ""),
+                              usage=run_log.usage())
+        print_summary(report, *write_report(report, settings.run_dir))
+    return EXIT_OK
+
+
+def list_runs(out_dir: Path) -> int:
+    ids = list_run_ids(out_dir)
+    if not ids:
+        print(f"no runs in {out_dir}")
+        return EXIT_OK
+    for run_id in ids:
+        finished = (out_dir / run_id / "report.json").is_file()
+        print(f"{run_id:<48} {'finished' if finished else 'stopped (resume with --resume ' + run_id + ')'}")
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.list_runs:
+            return list_runs(args.out_dir or Path("runs"))
+        settings, resumed = _settings_from_args(args)
+        return execute(settings, resumed, live=False if args.no_live else None, task_text=args.task)
+    except RunError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return e.code
+    except KeyboardInterrupt:  # before the run started: nothing to resume
+        print("\ninterrupted before the run started", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""Turning the tool messages of one attempt into a measured result the critic can judge.
+
+A code attempt is several `run_code_in_env` calls (one per test seed); a learned attempt is one
+`train_ppo` call. Tools return their full pydantic report as the ToolMessage artifact and a text
+or JSON summary as content; the artifact is used when present (in-process), the JSON content
+otherwise (after a checkpoint round trip or from a tool that only returns JSON).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any, Sequence
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+CODE_TOOL = "run_code_in_env"
+CONFIGURE_TOOL = "configure_rl"
+TRAIN_TOOL = "train_ppo"
+MEASURING_TOOLS = (CODE_TOOL, TRAIN_TOOL)
+
+
+def report_of(message: ToolMessage) -> dict:
+    """The tool's report as plain data, whatever form it came back in."""
+    art = getattr(message, "artifact", None)
+    if art is not None:
+        if hasattr(art, "model_dump"):
+            return art.model_dump(mode="json")
+        if isinstance(art, dict):
+            return dict(art)
+    content = message.content if isinstance(message.content, str) else json.dumps(message.content)
+    try:
+        data = json.loads(content)
+        if isinstance(data, dict):
+            return data
+    except (json.JSONDecodeError, TypeError):
+        pass
+    # a tool error caught by ToolNode comes back as text with status="error"
+    return {"ok": False, "error": content[:2000], "failure_kind": "tool_error"}
+
+
+def last_tool_round(messages: Sequence[BaseMessage]) -> list[ToolMessage]:
+    """The ToolMessages that answer the most recent AIMessage."""
+    out: list[ToolMessage] = []
+    for m in reversed(messages):
+        if isinstance(m, ToolMessage):
+            out.append(m)
+        elif isinstance(m, AIMessage):
+            break
+    return list(reversed(out))
+
+
+def last_tool_calls(messages: Sequence[BaseMessage]) -> list[dict]:
+    for m in reversed(messages):
+        if isinstance(m, AIMessage):
+            return list(m.tool_calls or [])
+    return []
+
+
+def summarise_code_runs(reports: list[dict]) -> dict[str, Any]:
+    """Success rate, steps and failure breakdown over several code test runs."""
+    n = len(reports)
+    successes = sum(bool(r.get("task_success")) for r in reports)
+    kinds = Counter(r.get("failure_kind") or ("no_success" if not r.get("task_success") else "ok")
+                    for r in reports)
+    errors = [f"seed {r.get('seed')}: {r['error']}" for r in reports if r.get("error")]
+    return {
+        "kind": "code", "episodes": n, "successes": successes,
+        "success_rate": successes / n if n else 0.0,
+        "steps": sum(int(r.get("steps") or 0) for r in reports),
+        "outcomes": dict(sorted(kinds.items())),
+        "errors": errors[:6],
+        "seeds": [r.get("seed") for r in reports],
+        "per_seed": [{"seed": r.get("seed"), "success": bool(r.get("task_success")), "steps": r.get("steps", 0),
+                      "failure": r.get("failure_kind"),
+                      "inventory_after": r.get("inventory_after", {})} for r in reports],
+    }
+
+
+def summarise_training(report: dict) -> dict[str, Any]:
+    """The numbers of one PPO training the critic needs; the moving-window training success decides
+    (held-out evaluation seeds stay reserved for the final report)."""
+    rate = report.get("final_train_success_rate")
+    if rate is None:
+        rate = report.get("final_success_rate")
+    curve = [p.get("success_rate") for p in report.get("learning_curve", []) if p.get("success_rate") is not None]
+    return {
+        "kind": "rl", "ok": bool(report.get("ok")),
+        "success_rate": float(rate or 0.0),
+        "steps": int(report.get("steps_used") or 0) + int(report.get("eval_steps") or 0),
+        "curve_start": curve[0] if curve else None, "curve_end": curve[-1] if curve else None,
+        "coded_action_counts": report.get("coded_action_counts", {}),
+        "coded_action_failures": report.get("coded_action_failures", {}),
+        "errors": ([report["error"]] if report.get("error") else []) + list(report.get("coded_action_errors", []))[:5],
+        "policy_path": report.get("policy_path"),
+        "run_dir": report.get("run_dir"),
+        "wall_time_s": report.get("wall_time_s"),
+    }
+
+
+def measure(messages: Sequence[BaseMessage]) -> dict[str, Any] | None:
+    """The measured result of the latest tool round, or None if it measured nothing."""
+    round_ = last_tool_round(messages)
+    code = [report_of(m) for m in round_ if m.name == CODE_TOOL]
+    train = [report_of(m) for m in round_ if m.name == TRAIN_TOOL]
+    if train:
+        return summarise_training(train[-1])
+    if code:
+        return summarise_code_runs(code)
+    return None
+
+
+def steps_of(messages: Sequence[BaseMessage]) -> int:
+    """Environment steps spent by every tool call of the latest round (plugin tools may report `steps`)."""
+    total = 0
+    for m in last_tool_round(messages):
+        r = report_of(m)
+        total += int(r.get("steps") or 0) + int(r.get("steps_used") or 0) + int(r.get("eval_steps") or 0)
+    return total
+
+
+def split_functions(program: str) -> dict[str, str]:
+    """Top-level functions of a program, name -> source (decorators included). Other top-level
+    statements (imports, constants) are prepended to every function so each piece runs alone."""
+    import ast
+
+    try:
+        tree = ast.parse(program)
+    except SyntaxError:
+        return {}
+    lines = program.splitlines()
+    preamble: list[str] = []
+    functions: dict[str, str] = {}
+    for node in tree.body:
+        start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]) - 1
+        text = "\n".join(lines[start:node.end_lineno])
+        if isinstance(node, ast.FunctionDef):
+            functions[node.name] = text
+        elif not (isinstance(node, ast.Expr) and isinstance(getattr(node, "value", None), ast.Constant)):
+            preamble.append(text)  # a module docstring is dropped, anything else kept
+    head = "\n".join(preamble)
+    return {name: (f"{head}\n\n\n{src}" if head else src) + "\n" for name, src in functions.items()}

@@ -1,0 +1,109 @@
+"""Executor node: runs the finished chain of skills on held-out seeds and measures the task's success.
+
+One episode per evaluation seed (envs.seeds.eval_seeds, never used by training or code tests):
+the skills run in plan order in the same episode, each until its subtask's achievement is
+unlocked (a coded skill: one call of its entry action; a learned one: its policy, with its coded
+actions, until the achievement or the step limit). The success rate comes with a 95% Wilson
+interval. These steps are evaluation, reported apart from the training budget.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from envs.seeds import eval_seeds
+from envs.tasks import TASKS
+from nodes.limits import knob
+
+
+class _ChainStep:
+    """One skill, loaded once and run in many episodes."""
+
+    def __init__(self, subtask: str, record: dict, seed: int):
+        self.subtask = subtask
+        self.achievement = TASKS[subtask].achievement or subtask
+        self.kind = record["kind"]
+        if self.kind == "code":
+            from tools.sandbox import load_coded_actions
+
+            actions = load_coded_actions("\n\n".join(record.get("sources") or []))
+            entry = record.get("entry")
+            chosen = [a for a in actions if a.name == entry] or actions[-1:]
+            if not chosen:
+                raise ValueError(f"coded skill for {subtask} defines no coded action")
+            self.action = chosen[0]
+        else:
+            from rl.policy_skill import PolicySkill
+
+            if not record.get("policy_path"):
+                raise ValueError(f"learned skill for {subtask} has no policy file")
+            self.policy = PolicySkill(record["policy_path"], seed=seed)
+
+    def run(self, env, max_steps: int) -> tuple[int, bool, str | None]:
+        """(steps, episode ended, error) of running this skill from the env's current state."""
+        if self.kind == "code":
+            from envs.coded import execute
+
+            out = execute(env, self.action, max_steps=max_steps)
+            return out.steps, out.terminated or out.truncated, out.error
+        run = self.policy.run(env, max_steps=max_steps, until=lambda ach, inv: self.achievement in ach)
+        return run.steps, run.ended, None
+
+
+def evaluate_chain(task: str, plan: list[dict], skills: dict[str, dict], episodes: int, seed: int) -> dict:
+    """Success of the chained skills on `episodes` held-out worlds."""
+    from envs.crafter_env import CrafterEnv
+    from rl.evaluate import wilson_interval
+
+    missing = [s["name"] for s in plan if s["name"] not in skills]
+    if missing:
+        return {"ran": False, "reason": f"no skill for {', '.join(missing)}: the chain is incomplete",
+                "episodes": 0, "success_rate": None, "steps": 0}
+    chain = [_ChainStep(s["name"], skills[s["name"]], seed) for s in plan]
+    env = CrafterEnv(task=task, obs_kind="symbolic", reward="task")
+    target = TASKS[task]
+    seeds = eval_seeds(episodes)
+    successes, total_steps, reached, errors = 0, 0, {s.subtask: 0 for s in chain}, []
+    start = time.time()
+    for world in seeds:
+        env.reset(seed=world)
+        steps, ended = 0, False
+        for step in chain:
+            if step.achievement in env.game.achievements:
+                reached[step.subtask] += 1
+                continue
+            used, ended, error = step.run(env, max_steps=max(env.max_steps - steps, 1))
+            steps += used
+            if error and len(errors) < 5:
+                errors.append(f"seed {world}, {step.subtask}: {error}")
+            if step.achievement not in env.game.achievements:
+                break
+            reached[step.subtask] += 1
+            if ended:
+                break
+        successes += int(target.is_success(set(env.game.achievements)))
+        total_steps += steps
+    low, high = wilson_interval(successes, episodes)
+    return {"ran": True, "task": task, "episodes": episodes, "successes": successes,
+            "success_rate": successes / episodes, "ci95": [round(low, 4), round(high, 4)],
+            "steps": total_steps, "mean_steps": total_steps / episodes, "seeds": [seeds[0], seeds[-1]],
+            "reached": reached, "errors": errors, "wall_time_s": round(time.time() - start, 2),
+            "chain": [f"{s.subtask}:{s.kind}" for s in chain]}
+
+
+def make_executor(settings: Any, model: Any):
+    episodes = int(knob(settings, "eval_episodes", 10))
+    seed = int(knob(settings, "seed", 0))
+
+    def executor(state: dict) -> dict:
+        try:
+            result = evaluate_chain(state["task"], state.get("plan", []), state.get("skills") or {}, episodes, seed)
+        except (ValueError, FileNotFoundError, RuntimeError) as exc:  # a broken skill: report it, do not crash
+            result = {"ran": False, "reason": f"the chain could not run: {exc}", "episodes": 0,
+                      "success_rate": None, "steps": 0}
+        return {"evaluation": result, "eval_steps": int(result.get("steps", 0)), "route": "report",
+                "events": [{"type": "evaluate", "success_rate": result.get("success_rate"),
+                            "episodes": result.get("episodes"), "ran": result["ran"]}]}
+
+    return executor

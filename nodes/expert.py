@@ -1,0 +1,259 @@
+"""The offline expert: a deterministic, rule-based stand-in for the language model. No model inside.
+
+It answers the same calls as an LLM (`structured` for planner, slow agent and critic;
+`tool_call` for the fast agent) from the `context` facts the nodes pass, so the graph, nodes and
+tools are identical with either. Its rules:
+
+- planner: backward chaining over Crafter's recipe data (nodes.recipes); a re-plan keeps the best
+  skill of a failed subtask when it ever succeeded, else gives up;
+- slow agent: code for everything a few-shot example covers; moves a sub-action to RL (or back)
+  exactly when the critic's measured numbers say so, keeping the coded actions in the action head;
+- fast agent: writes code by filling the few-shot examples (prompts.fewshot.fill), tests it on
+  every test seed, or writes an RL configuration and trains it;
+- critic: compares measured success rates with the target and with the other kind's best.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping, Sequence
+
+from langchain_core.messages import AIMessage, BaseMessage
+
+from graph.schemas import Critique, Decomposition, Plan, SubAction, Subtask
+from nodes.models import UsageCounter
+
+_DEF = re.compile(r"^def\s+([A-Za-z_]\w*)\s*\(", re.MULTILINE)
+EXPLORE = "explore"
+SAFE_ERROR_KINDS = ("runtime", "load", "unsafe", "timeout", "memory", "crashed", "input", "tool_error")
+
+
+class ExpertError(ValueError):
+    """The expert was asked something it has no rule for (a bug in the caller)."""
+
+
+def defined_functions(source: str) -> list[str]:
+    return _DEF.findall(source)
+
+
+def write_source(sub_action: Mapping[str, Any]) -> str:
+    """Code for a coded sub-action, filled in from its few-shot example."""
+    from prompts.fewshot import fill
+
+    kind = sub_action.get("template")
+    if kind == "collect":
+        return fill("collect", material=sub_action["target"], item=sub_action["item"])
+    if kind in ("place", "make"):
+        return fill(kind, item=sub_action["item"])
+    if kind == "explore":
+        return fill("explore")
+    raise ExpertError(f"the expert writes code only from the few-shot templates; sub-action "
+                      f"'{sub_action.get('name')}' has template {kind!r}")
+
+
+def chain_program(sources: Mapping[str, str], order: Sequence[str], max_steps: int) -> str:
+    """All sources plus a `main` that runs the named coded actions one after the other."""
+    body = "\n".join(f"    yield from {name}(game)" for name in order) or "    yield \"noop\""
+    doc = ", then ".join(order) or "nothing"
+    main = (f"@coded_action(max_steps={max_steps})\n"
+            f"def main(game):\n"
+            f"    \"\"\"Chain: {doc}.\"\"\"\n{body}\n")
+    return "\n\n".join(s.rstrip() for s in sources.values()) + "\n\n\n" + main
+
+
+class ExpertModel:
+    """Implements nodes.models.AgentModel with rules; counts calls (zero tokens)."""
+
+    name = "expert"
+
+    def __init__(self) -> None:
+        self.usage = UsageCounter()
+        self._calls = 0
+
+    # -- AgentModel --
+
+    def structured(self, role: str, messages: Sequence[BaseMessage], schema: type, context: Mapping[str, Any] | None = None):
+        context = dict(context or {})
+        answer = {("planner", Plan): self._plan, ("slow", Decomposition): self._decompose,
+                  ("critic", Critique): self._critique}.get((role, schema))
+        if answer is None:
+            raise ExpertError(f"the expert has no rule for role '{role}' answering {getattr(schema, '__name__', schema)}")
+        result = answer(context)
+        self.usage.record(role)
+        return result
+
+    def tool_call(self, role: str, messages: Sequence[BaseMessage], tools: Sequence[Any],
+                  context: Mapping[str, Any] | None = None) -> AIMessage:
+        if role != "fast":
+            raise ExpertError(f"the expert calls tools only as the fast agent, not as '{role}'")
+        names = {getattr(t, "name", None) for t in tools}
+        calls = self._fast(dict(context or {}))
+        missing = sorted({c["name"] for c in calls} - names)
+        if missing:
+            raise ExpertError(f"the expert needs the tools {missing}, but the graph offers {sorted(n for n in names if n)}")
+        self.usage.record(role)
+        summary = ", ".join(sorted({c["name"] for c in calls}))
+        return AIMessage(content=f"[expert] calling {summary} ({len(calls)} call{'s' * (len(calls) != 1)})",
+                         tool_calls=calls)
+
+    # -- planner --
+
+    def _plan(self, c: dict) -> Plan:
+        from envs.tasks import TASKS
+        from nodes.recipes import backward_chain
+
+        failed = c.get("failed")
+        if failed:
+            remaining = [Subtask(**s) for s in c.get("remaining", [])]
+            if float(failed.get("best_rate") or 0.0) > 0.0:
+                return Plan(subtasks=remaining, reason=(
+                    f"keep the best skill for {failed['subtask']} (success {failed['best_rate']:.0%} on test runs): "
+                    "the chain can still succeed on part of the worlds; continue with the rest"))
+            return Plan(subtasks=[], reason=(
+                f"{failed['subtask']} never succeeded in any attempt and no other recipe provides it: give up"))
+        task = c["task"]
+        chain = [task] if TASKS[task].achievement is None else backward_chain(task)
+        subtasks = [Subtask(name=n, goal=TASKS[n].description,
+                            success_condition=f"achievement '{TASKS[n].achievement or n}' unlocked")
+                    for n in chain]
+        return Plan(subtasks=subtasks,
+                    reason="backward chaining over Crafter's recipes (tools, materials, stations), prerequisites first")
+
+    # -- slow agent --
+
+    def _decompose(self, c: dict) -> Decomposition:
+        subtask = c["subtask"]["name"]
+        previous, critique = c.get("previous"), c.get("critique")
+        if previous and critique and critique.get("verdict") == "move":
+            if critique.get("move_to") == "rl":
+                return self._learned_version(subtask, previous, critique)
+            return self._coded_version(subtask, c.get("template"), reason=(
+                f"critic: {critique.get('feedback', '')[:200]} -> back to code"))
+        if previous:
+            return Decomposition(**{**previous, "reason": "no move asked: keep the decomposition"})
+        return self._coded_version(subtask, c.get("template"), reason="first decomposition")
+
+    def _coded_version(self, subtask: str, template: dict | None, reason: str) -> Decomposition:
+        from prompts.fewshot import action_name
+
+        if template is None:  # nothing to fill in: learn it, with exploration as a coded action
+            explore = SubAction(name=EXPLORE, kind="code", template="explore",
+                                reason="walking to unknown ground is deterministic: code")
+            policy = SubAction(name=f"{subtask}_policy", kind="rl", coded_actions=[EXPLORE],
+                               reason="no few-shot example covers this (combat, hunting, timing): learn it")
+            return Decomposition(subtask=subtask, sub_actions=[explore, policy], reason=reason)
+        params = {k: v for k, v in template.items() if k in ("item",)}
+        main = SubAction(
+            name=action_name(template["kind"], **params), kind="code", template=template["kind"],
+            target=template.get("target"), item=template.get("item"),
+            reason=f"a '{template['kind']}' program over the game API covers it: code first, measure it")
+        return Decomposition(subtask=subtask, sub_actions=[main], reason=reason)
+
+    def _learned_version(self, subtask: str, previous: dict, critique: dict) -> Decomposition:
+        coded = [SubAction(**a) for a in previous["sub_actions"] if a["kind"] == "code"]
+        if EXPLORE not in [a.name for a in coded]:
+            coded.insert(0, SubAction(name=EXPLORE, kind="code", template="explore",
+                                      reason="gives the policy a way to search for what the code needs"))
+        policy = SubAction(
+            name=f"{subtask}_policy", kind="rl", coded_actions=[a.name for a in coded],
+            reason=(f"critic measured {critique['success_rate']:.0%} for '{critique['sub_action']}' as code: "
+                    "learn when to call the coded actions"))
+        return Decomposition(subtask=subtask, sub_actions=[*coded, policy], reason=(
+            f"moved '{critique['sub_action']}' from code to rl by the critic's numbers; its working code "
+            "stays as a coded action in the policy's action head"))
+
+    # -- critic --
+
+    def _critique(self, c: dict) -> Critique:
+        result, target = c["result"], float(c["target"])
+        name, kind = c["sub_action"]["name"], c["sub_action"]["kind"]
+        rate = float(result.get("success_rate", 0.0))
+        inner_left = int(c["inner_iter"]) + 1 < int(c["max_inner_iters"])
+        base = dict(sub_action=name, success_rate=rate)
+        if rate >= target:
+            return Critique(**base, verdict="pass", feedback=f"success {rate:.0%} reaches the target {target:.0%}")
+        if kind == "code":
+            return self._critique_code(c, result, base, inner_left, target)
+        return self._critique_rl(c, result, base, inner_left, target)
+
+    def _critique_code(self, c: dict, result: dict, base: dict, inner_left: bool, target: float) -> Critique:
+        n, ok = int(result.get("episodes", 0)), int(result.get("successes", 0))
+        outcomes: dict = result.get("outcomes", {})
+        errors = sum(v for k, v in outcomes.items() if k in SAFE_ERROR_KINDS)
+        failures = max(n - ok, 0)
+        if errors and errors * 2 >= failures and inner_left:
+            first = (result.get("errors") or ["?"])[0]
+            return Critique(**base, verdict="revise", feedback=(
+                f"{errors} of {n} test runs raised errors, e.g. {first[:300]}; fix the code"))
+        not_applicable = outcomes.get("precondition", 0)
+        return Critique(**base, verdict="move", move_to="rl", feedback=(
+            f"code succeeded on {ok}/{n} test seeds ({base['success_rate']:.0%} < target {target:.0%}); "
+            f"{not_applicable} failed because the precondition did not hold (nothing to act on in view) and "
+            f"{failures - not_applicable} ran without success: the code cannot adapt to the world, so learn "
+            "when to call it with RL, keeping it as a coded action"))
+
+    def _critique_rl(self, c: dict, result: dict, base: dict, inner_left: bool, target: float) -> Critique:
+        rate = base["success_rate"]
+        best = c.get("best_by_kind", {})
+        prev_rl = best.get("rl_before")
+        can_train = int(c.get("budget_left", 0)) >= int(c.get("min_train_steps", 1000))
+        if not result.get("ok", True):
+            err = (result.get("errors") or ["unknown error"])[0]
+            verdict = "revise" if inner_left else "fail"
+            return Critique(**base, verdict=verdict, feedback=f"training failed: {err[:400]}")
+        improving = prev_rl is None or rate > float(prev_rl)
+        if inner_left and can_train and improving:
+            return Critique(**base, verdict="revise", feedback=(
+                f"training success {rate:.0%} is below the target {target:.0%}"
+                + ("" if prev_rl is None else f" (was {float(prev_rl):.0%})")
+                + "; still improving: train longer"))
+        best_code = best.get("code")
+        if best_code is not None and float(best_code) > rate:
+            # moving back would re-test code already measured on the same seeds: keep its best attempt
+            return Critique(**base, verdict="fail", feedback=(
+                f"learned {rate:.0%} is worse than the code's {float(best_code):.0%}: keep the code's best attempt"))
+        why = "no inner iterations left" if not inner_left else ("budget too small to train again" if not can_train
+                                                                 else "training stopped improving")
+        return Critique(**base, verdict="fail", feedback=f"success {rate:.0%} below the target; {why}")
+
+    # -- fast agent --
+
+    def _fast(self, c: dict) -> list[dict]:
+        if c.get("configured"):
+            return [self._call("train_ppo", {"rl_config": c["configured"], "run_dir": c.get("run_dir")})]
+        decomposition = c["decomposition"]
+        subs = decomposition["sub_actions"]
+        versions: dict = c.get("versions") or {}
+        sources: dict[str, str] = {}
+        for prior in c.get("prior_sources", []):
+            for src in prior.get("sources", []):
+                for fn in defined_functions(src)[:1]:
+                    sources.setdefault(fn, src)
+        for a in subs:
+            if a["kind"] == "code":
+                sources[a["name"]] = versions.get(a["name"]) or write_source(a)
+        if any(a["kind"] == "rl" for a in subs):
+            return [self._call("configure_rl", {"rl_config": self._rl_config(c, sources)})]
+        order = [p["main"] for p in c.get("prior_sources", []) if p.get("main")]
+        order += [a["name"] for a in subs if a["kind"] == "code" and a.get("template") != "explore"]
+        args = {"task": c["subtask"], "max_steps": int(c["test_max_steps"])}
+        if len(order) == 1:  # one action: run it directly, so its precondition is checked and reported
+            args.update(code="\n\n".join(s.rstrip() for s in sources.values()) + "\n", action=order[0])
+        else:
+            args.update(code=chain_program(sources, order, int(c["test_max_steps"])))
+        return [self._call("run_code_in_env", {**args, "seed": int(seed)}) for seed in c["test_seeds"]]
+
+    def _rl_config(self, c: dict, sources: dict[str, str]) -> dict:
+        previous = c.get("previous_train_steps")
+        feedback = c.get("feedback") or {}
+        steps = int(c["train_steps"])
+        if previous and feedback.get("verdict") == "revise":
+            steps = 2 * int(previous)  # inner loop: the critic saw it still improving
+        steps = max(min(steps, int(c["budget_left"])), int(c.get("min_train_steps", 1000)))
+        ppo = {**(c.get("ppo_defaults") or {}), "total_steps": steps}
+        return {"task": c["subtask"], "obs_kind": "symbolic", "reward": "task",
+                "coded_actions": list(sources.values()), "eval_episodes": 0, "ppo": ppo}
+
+    def _call(self, name: str, args: dict) -> dict:
+        self._calls += 1
+        return {"name": name, "args": args, "id": f"expert_call_{self._calls}", "type": "tool_call"}

@@ -1,0 +1,130 @@
+"""Fast agent node: implements the current decomposition by calling tools (the inner loop).
+
+It asks the model for an AIMessage whose tool_calls run the real tools (run_code_in_env for coded
+sub-actions; configure_rl then train_ppo for learned ones); LangGraph's ToolNode executes them.
+A fresh attempt starts a fresh conversation (the critic's feedback is in the prompt), so a small
+model's context never grows with the number of attempts. The code and RL configurations it
+writes are logged as versions in the state.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from langchain_core.messages import AIMessage, RemoveMessage
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+
+from envs.seeds import train_seeds
+from envs.tasks import TASKS
+from nodes.attempts import CODE_TOOL, CONFIGURE_TOOL, last_tool_round, report_of, split_functions, steps_of
+from nodes.limits import MIN_TRAIN_STEPS, budget_left, knob, limit_reached, test_episodes
+from nodes.skills_io import prior_sources
+from prompts.templates import messages_for
+
+MAX_TOOL_ROUNDS = 4  # tool rounds per attempt before the critic judges what there is
+
+# Small PPO runs on a couple of CPU cores: few envs, stepped in-process, one torch thread.
+PPO_DEFAULTS = {"num_envs": 4, "num_steps": 128, "vector_mode": "sync", "torch_threads": 1,
+                "progress": "none", "hidden_size": 64}
+
+
+def test_seeds(settings: Any, state: dict) -> list[int]:
+    """Code-test seeds: training range, varied per subtask so tests do not all see the same worlds."""
+    n = test_episodes(settings)
+    offset = int(knob(settings, "seed", 0)) * 1000 + 100 * int(state.get("subtask_index", 0))
+    return train_seeds(n, offset=offset)
+
+
+def current_versions(state: dict, subtask: str) -> dict[str, str]:
+    versions: dict[str, str] = {}
+    for v in state.get("code_versions", []):
+        if v["subtask"] == subtask:
+            versions[v["sub_action"]] = v["source"]
+    return versions
+
+
+def fast_context(state: dict, settings: Any) -> dict[str, Any]:
+    subtask = state["plan"][state["subtask_index"]]["name"]
+    decomposition = state["decomposition"]
+    rl_names = [a["name"] for a in decomposition["sub_actions"] if a["kind"] == "rl"]
+    previous_steps = None
+    for cfg in state.get("rl_configs", []):
+        if cfg["subtask"] == subtask and cfg["sub_action"] in rl_names:
+            previous_steps = cfg["config"].get("ppo", {}).get("total_steps")
+    run_dir = Path(knob(settings, "run_dir", Path("runs") / "run")) / "ppo" / (
+        f"{subtask}-o{state.get('outer_iter', 0)}-i{state.get('inner_iter', 0)}")
+    context = {
+        "subtask": subtask, "task_description": TASKS[subtask].description,
+        "decomposition": decomposition, "prior_sources": prior_sources(state),
+        "versions": current_versions(state, subtask), "feedback": state.get("feedback"),
+        "test_seeds": test_seeds(settings, state), "test_max_steps": TASKS[subtask].max_steps,
+        "train_steps": int(knob(settings, "train_steps", 20_000)), "min_train_steps": MIN_TRAIN_STEPS,
+        "budget_left": budget_left(state), "previous_train_steps": previous_steps,
+        "run_dir": str(run_dir.resolve()),
+        "ppo_defaults": {**PPO_DEFAULTS, "seed": int(knob(settings, "seed", 0)) + 1},
+    }
+    for message in last_tool_round(state.get("messages", [])):
+        if message.name == CONFIGURE_TOOL:
+            report = report_of(message)
+            if report.get("ok"):
+                context["configured"] = report.get("config")
+            else:
+                context["configure_error"] = report.get("error")
+    return context
+
+
+def _versions_from(calls: Sequence[dict], state: dict, subtask: str) -> tuple[list[dict], list[dict]]:
+    """Code versions and RL configurations written in this AIMessage, for the state's logs."""
+    code, configs = [], []
+    decomposition = state["decomposition"]
+    code_names = [a["name"] for a in decomposition["sub_actions"] if a["kind"] == "code"]
+    rl_name = next((a["name"] for a in decomposition["sub_actions"] if a["kind"] == "rl"), None)
+    known = current_versions(state, subtask)
+    n_versions = sum(1 for v in state.get("code_versions", []) if v["subtask"] == subtask)
+    programs = [c["args"].get("code") for c in calls if c["name"] == CODE_TOOL and c["args"].get("code")]
+    if programs:
+        for name, source in split_functions(programs[0]).items():
+            if name in code_names and known.get(name) != source:
+                n_versions += 1
+                code.append({"subtask": subtask, "sub_action": name, "version": n_versions, "source": source})
+    n_configs = sum(1 for c in state.get("rl_configs", []) if c["subtask"] == subtask)
+    for c in calls:
+        if c["name"] == CONFIGURE_TOOL and isinstance(c["args"].get("rl_config"), dict):
+            n_configs += 1
+            configs.append({"subtask": subtask, "sub_action": rl_name, "version": n_configs,
+                            "config": c["args"]["rl_config"]})
+    return code, configs
+
+
+def make_fast(settings: Any, model: Any, tools: Sequence[Any]):
+    def fast(state: dict) -> dict:
+        messages = state.get("messages", [])
+        round_ = last_tool_round(messages)
+        update: dict = {}
+        if round_:  # back from a non-measuring tool round (configure_rl, plugin tools): count its steps
+            update["env_steps_spent"] = int(state.get("env_steps_spent", 0)) + steps_of(messages)
+        current = {**state, **update}
+        learned = any(a["kind"] == "rl" for a in state["decomposition"]["sub_actions"])
+        stop = limit_reached(current, settings, model, need_steps=MIN_TRAIN_STEPS if learned else 1)
+        if stop:
+            return {**update, "route": "executor", "stop_reason": stop, "events": [{"type": "stop", "reason": stop}]}
+        rounds = sum(isinstance(m, AIMessage) for m in messages)
+        if round_ and rounds >= MAX_TOOL_ROUNDS:  # e.g. a model that keeps sending invalid configs
+            return {**update, "route": "critic"}
+        context = fast_context(current, settings)
+        subtask = context["subtask"]
+        if round_:
+            prompt = list(messages)
+            new_messages: list = []
+        else:  # a fresh attempt: a fresh conversation
+            prompt = messages_for("fast", context)
+            new_messages = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *prompt]
+        ai: AIMessage = model.tool_call("fast", prompt, tools, context)
+        calls = list(ai.tool_calls or [])
+        code, configs = _versions_from(calls, state, subtask)
+        route = "tools" if calls else "critic"  # no call: the critic records a failed attempt
+        return {**update, "messages": [*new_messages, ai], "code_versions": code, "rl_configs": configs,
+                "route": route, "attempt": int(state.get("attempt", 0)) + (0 if round_ else 1)}
+
+    return fast

@@ -1,0 +1,102 @@
+"""Crafter's recipe facts, read from the game's own data, as the planner and slow agent see them.
+
+`requirements(achievement)` says what an achievement needs (tools, materials, stations);
+`backward_chain(goal)` orders every achievement needed for `goal` so prerequisites come first;
+`template_for(achievement)` names the few-shot example a coded solution starts from.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import crafter.constants as crafter_constants
+
+COLLECT = {m: dict(v) for m, v in crafter_constants.collect.items()}
+PLACE = {i: dict(v) for i, v in crafter_constants.place.items()}
+MAKE = {i: dict(v) for i, v in crafter_constants.make.items()}
+
+
+@lru_cache(maxsize=None)
+def _producer() -> dict[str, str]:
+    """Inventory item or station -> the achievement that first provides it."""
+    out: dict[str, str] = {}
+    for material, info in COLLECT.items():
+        for item in info.get("receive", {}):
+            out.setdefault(item, f"collect_{item}")
+    for item in MAKE:
+        out[item] = f"make_{item}"
+    for item in PLACE:
+        out.setdefault(item, f"place_{item}")  # a placed table/furnace is a station for make
+    return out
+
+
+def requirements(achievement: str) -> dict[str, list[str]]:
+    """What an achievement needs: {'tools': [...], 'materials': [...], 'stations': [...]}."""
+    kind, _, item = achievement.partition("_")
+    tools: list[str] = []
+    materials: list[str] = []
+    stations: list[str] = []
+    if kind == "collect":
+        source = next((m for m, info in COLLECT.items() if item in info.get("receive", {})), None)
+        if source is not None:
+            tools = list(COLLECT[source].get("require", {}))
+    elif kind == "place" and item in PLACE:
+        materials = list(PLACE[item].get("uses", {}))
+    elif kind == "make" and item in MAKE:
+        materials = list(MAKE[item].get("uses", {}))
+        stations = list(MAKE[item].get("nearby", []))
+    elif achievement == "eat_plant":
+        stations = ["plant"]  # eating needs a sapling planted earlier
+    return {"tools": tools, "materials": materials, "stations": stations}
+
+
+def backward_chain(goal: str) -> list[str]:
+    """Every achievement needed for `goal`, prerequisites first, `goal` last (depth-first post-order)."""
+    producer = _producer()
+    order: list[str] = []
+    visiting: set[str] = set()
+
+    def visit(achievement: str) -> None:
+        if achievement in order or achievement in visiting:
+            return
+        visiting.add(achievement)
+        needs = requirements(achievement)
+        for item in needs["tools"] + needs["materials"] + needs["stations"]:
+            if item in producer and producer[item] != achievement:
+                visit(producer[item])
+        visiting.discard(achievement)
+        order.append(achievement)
+
+    visit(goal)
+    return order
+
+
+def template_for(achievement: str) -> dict[str, str] | None:
+    """The few-shot example kind and its parameters for a coded solution, or None if none fits."""
+    kind, _, item = achievement.partition("_")
+    if kind == "collect":
+        source = next((m for m, info in COLLECT.items() if item in info.get("receive", {})), None)
+        # sapling drops with a probability and drink comes from water: still one 'collect' program
+        return {"kind": "collect", "target": source, "item": item} if source else None
+    if kind == "place" and item in ("table", "furnace", "stone"):
+        return {"kind": "place", "item": item}
+    if kind == "make" and item in MAKE:
+        return {"kind": "make", "item": item}
+    return None
+
+
+def recipe_facts(achievement: str) -> dict:
+    """The recipe data of one achievement, as shown to an LLM."""
+    kind, _, item = achievement.partition("_")
+    facts: dict = {"achievement": achievement, "needs": requirements(achievement)}
+    if kind == "collect":
+        source = next((m for m, info in COLLECT.items() if item in info.get("receive", {})), None)
+        if source:
+            facts["collect_from"] = source
+    elif kind == "place" and item in PLACE:
+        facts["uses"] = PLACE[item].get("uses", {})
+        facts["where"] = PLACE[item].get("where", [])
+    elif kind == "make" and item in MAKE:
+        facts["uses"] = MAKE[item].get("uses", {})
+        facts["nearby"] = MAKE[item].get("nearby", [])
+    return facts

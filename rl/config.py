@@ -1,0 +1,145 @@
+"""RLConfig: the validated RL configuration the fast agent writes (task, observation, reward, coded
+actions, termination, PPO settings). Bad fields fail with messages that name the field and what is allowed."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
+
+from rl.ppo import PPOSettings, settings_docs
+
+# Sane bounds for every PPO setting an agent may choose: (ge, le) for numbers, allowed values for strings.
+PPO_BOUNDS: dict[str, Any] = {
+    "seed": (0, 999_999),  # below envs.seeds.EVAL_SEED_BASE: training never sees evaluation worlds
+    "total_steps": (1_000, 10_000_000),
+    "learning_rate": (1e-6, 1e-2),
+    "num_envs": (1, 64),
+    "num_steps": (8, 4096),
+    "gamma": (0.8, 0.9999),
+    "gae_lambda": (0.0, 1.0),
+    "num_minibatches": (1, 256),
+    "update_epochs": (1, 50),
+    "clip_coef": (0.01, 1.0),
+    "ent_coef": (0.0, 0.5),
+    "vf_coef": (0.0, 5.0),
+    "max_grad_norm": (0.01, 100.0),
+    "target_kl": (0.001, 1.0),
+    "hidden_size": (8, 1024),
+    "torch_threads": (1, 64),
+    "log_every": (1, 100_000),
+    "window": (1, 10_000),
+    "vector_mode": ("sync", "async"),
+    "device": ("auto", "cpu", "cuda"),
+    "progress": ("auto", "bar", "log", "none"),
+}
+
+
+def _ppo_field(f: dataclasses.Field, doc: str):
+    bounds = PPO_BOUNDS.get(f.name)
+    if isinstance(bounds, tuple) and bounds and isinstance(bounds[0], str):
+        return (Literal[bounds], Field(f.default, description=doc))  # type: ignore[valid-type]
+    annotation = {"int": int, "float": float, "bool": bool, "str | None": Optional[str],
+                  "float | None": Optional[float]}[str(f.type)]
+    if bounds:
+        return (annotation, Field(f.default, ge=bounds[0], le=bounds[1], description=doc))
+    return (annotation, Field(f.default, description=doc))
+
+
+def _build_ppo_model() -> type[BaseModel]:
+    docs = settings_docs()
+    fields = {f.name: _ppo_field(f, docs.get(f.name, "")) for f in dataclasses.fields(PPOSettings)}
+    model = create_model("PPOConfig", __config__=ConfigDict(extra="forbid"), **fields)
+    model.__doc__ = "PPO settings (the fields of rl.ppo.PPOSettings) with sane bounds."
+    return model
+
+
+PPOConfig = _build_ppo_model()
+
+
+class RLConfig(BaseModel):
+    """One learned sub-action: what the policy sees, what it is rewarded for, which coded actions it may call."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: str = Field(description="Crafter task name or alias (envs.tasks); success of this task ends an episode")
+    obs_kind: Literal["symbolic", "pixels"] = Field("symbolic", description="observation given to the policy")
+    reward: Literal["task", "crafter"] = Field(
+        "task", description="'task': 1.0 when the task succeeds; 'crafter': Crafter's own reward")
+    shaping: Optional[str] = Field(
+        None, description="optional Python source defining `def shaping(prev, curr) -> float`, added to the reward "
+                          "every primitive step; prev/curr are dicts with 'inventory' and 'achievements' "
+                          "(what the player sees); runs under the sandbox rules")
+    coded_actions: list[str] = Field(
+        default_factory=list, description="Python sources of coded actions (generator functions over the game "
+                                          "API) appended to the policy's action head")
+    max_episode_steps: Optional[int] = Field(None, ge=10, le=10_000,
+                                             description="episode step limit (default: the task's limit)")
+    terminate_on_success: bool = Field(True, description="end the episode when the task succeeds")
+    eval_episodes: int = Field(20, ge=0, le=500, description="held-out episodes evaluated after training")
+    ppo: PPOConfig = Field(default_factory=PPOConfig, description="PPO settings")  # type: ignore[valid-type]
+
+    @field_validator("task")
+    @classmethod
+    def _known_task(cls, value: str) -> str:
+        from envs.tasks import get_task
+
+        return get_task(value).name  # UnknownTaskError (a ValueError) lists the close matches
+
+    @field_validator("shaping")
+    @classmethod
+    def _check_shaping(cls, value: Optional[str]) -> Optional[str]:
+        if value is None or not value.strip():
+            return None
+        from rl.coded_sources import compile_shaping
+
+        compile_shaping(value)  # raises ValueError with the reason
+        return value
+
+    @field_validator("coded_actions")
+    @classmethod
+    def _check_coded(cls, value: list[str]) -> list[str]:
+        from rl.coded_sources import load_sources
+
+        names = [a.name for a in load_sources(value)]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"coded action names must be unique, repeated: {', '.join(dupes)}")
+        return value
+
+    @model_validator(mode="after")
+    def _termination(self) -> "RLConfig":
+        if self.reward == "task" and not self.terminate_on_success:
+            raise ValueError("terminate_on_success=False needs reward='crafter': the task reward ends the "
+                             "episode on success by definition")
+        return self
+
+    def ppo_settings(self, **overrides: Any) -> PPOSettings:
+        return PPOSettings(**{**self.ppo.model_dump(), **overrides})
+
+    def coded_action_names(self) -> list[str]:
+        from rl.coded_sources import load_sources
+
+        return [a.name for a in load_sources(self.coded_actions)]
+
+
+def config_error_message(exc: Exception) -> str:
+    """One readable message per bad field: 'field.path: problem (allowed: ...)'."""
+    if not isinstance(exc, ValidationError):
+        return str(exc)
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "config"
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            model = PPOConfig if err["loc"][:1] == ("ppo",) else RLConfig
+            msg = f"unknown field; allowed fields: {', '.join(model.model_fields)}"
+        else:
+            msg = msg.removeprefix("Value error, ")
+            bounds = PPO_BOUNDS.get(str(err["loc"][-1])) if err["loc"][:1] == ("ppo",) else None
+            if bounds and not isinstance(bounds[0], str):
+                msg += f"; allowed: {bounds[0]} .. {bounds[1]}"
+            if "input" in err and err["type"] not in ("missing", "value_error"):
+                msg += f" (got {err['input']!r})"[:300]
+        lines.append(f"{loc}: {msg}")
+    return "invalid RL configuration:\n" + "\n".join(f"  - {line}" for line in lines)

@@ -1,0 +1,198 @@
+"""Picklable environment factories for the PPO workers, and the wrappers they stack.
+
+AsyncVectorEnv pickles each factory into a worker process, so a factory holds only plain data (the
+RLConfig as JSON, seeds) and builds the env, compiles shaping code and loads coded actions inside
+the worker. Stack (inner to outer):
+    CrafterEnv -> SuccessTermination? -> RewardShaping? -> TrainingSeeds -> CodedActionsWrapper? -> TrainerInfo
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from envs.seeds import EVAL_SEED_BASE, check_training_seed
+
+
+class _GameForwarding(gym.Wrapper):
+    """Exposes the attributes envs.coded.execute and coded actions use (gymnasium wrappers do not)."""
+
+    @property
+    def game(self):
+        return self.env.get_wrapper_attr("game")
+
+    @property
+    def primitive_actions(self) -> list[str]:
+        return list(self.env.get_wrapper_attr("primitive_actions"))
+
+
+class SuccessTermination(_GameForwarding):
+    """With Crafter's own reward, success does not end an episode; this makes it end."""
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, reward, terminated or bool(info.get("success")), truncated, info
+
+
+def snapshot(info: dict) -> dict:
+    """What the shaping function sees: copies of the player's inventory and achievements."""
+    return {"inventory": dict(info.get("inventory", {})), "achievements": frozenset(info.get("achievements", ()))}
+
+
+class RewardShaping(_GameForwarding):
+    """Adds ``shaping(prev, curr)`` to every primitive step's reward. A raising shaping function is a
+    configuration error, so it is reported with the step and stops training instead of being hidden."""
+
+    def __init__(self, env: gym.Env, shaping_fn):
+        super().__init__(env)
+        self._fn = shaping_fn
+        self._prev: dict = {}
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        self._prev = snapshot(info)
+        return obs, info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        curr = snapshot(info)
+        try:
+            bonus = float(self._fn(self._prev, curr))
+        except Exception as exc:
+            raise RuntimeError(f"the shaping function raised {type(exc).__name__}: {exc}") from exc
+        if not np.isfinite(bonus):
+            raise RuntimeError(f"the shaping function returned {bonus}; it must return a finite float")
+        self._prev = curr
+        return obs, float(reward) + bonus, terminated, truncated, info
+
+
+class TrainingSeeds(_GameForwarding):
+    """Every episode gets its own training world: worker i plays seeds start+i, start+i+n, ...,
+    always below EVAL_SEED_BASE, so training never meets an evaluation world."""
+
+    def __init__(self, env: gym.Env, index: int, num_envs: int, base_seed: int):
+        super().__init__(env)
+        self._index, self._stride = index, max(1, num_envs)
+        self._start = (base_seed * 10_007) % EVAL_SEED_BASE  # spread runs with different seeds apart
+        self._episode = 0
+
+    def next_seed(self) -> int:
+        seed = (self._start + self._index + self._episode * self._stride) % EVAL_SEED_BASE
+        self._episode += 1
+        return seed
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        # the vector env's own seed is ignored: our stream already depends on the run seed and index
+        return self.env.reset(seed=check_training_seed(self.next_seed()), options=options)
+
+
+TRAINER_KEYS = ("primitive_steps", "option_reward", "action_mask", "coded_call", "coded_error", "success")
+
+
+class TrainerInfo(gym.Wrapper):
+    """Keeps only the info fields the learner reads: less to pickle and to batch per step."""
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        return obs, {k: info[k] for k in TRAINER_KEYS if k in info}
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, reward, terminated, truncated, {k: info[k] for k in TRAINER_KEYS if k in info}
+
+
+@dataclass
+class CrafterFactory:
+    """Builds one training env in a worker (picklable: plain data plus module-level coded actions)."""
+
+    config_json: str
+    index: int
+    num_envs: int
+    seed: int
+    gamma: float
+
+    def __call__(self) -> gym.Env:
+        return build_crafter_env(self.config_json, self.gamma, seeds=(self.index, self.num_envs, self.seed))
+
+
+def build_crafter_env(config_json: str, gamma: float,
+                      seeds: tuple[int, int, int] | None = None, keep_info: bool = False) -> gym.Env:
+    """The training env stack for a config. ``seeds`` = (index, num_envs, run seed) adds TrainingSeeds;
+    ``keep_info`` keeps the full info dict (evaluation and skills want achievements, inventory)."""
+    from envs.crafter_env import CrafterEnv
+    from rl.coded_sources import compile_shaping, load_sources
+    from rl.config import RLConfig
+    from rl.options import CodedActionsWrapper
+
+    cfg = RLConfig.model_validate_json(config_json)
+    env: gym.Env = CrafterEnv(task=cfg.task, obs_kind=cfg.obs_kind, max_steps=cfg.max_episode_steps,
+                              reward=cfg.reward)
+    if cfg.reward == "crafter" and cfg.terminate_on_success:
+        env = SuccessTermination(env)
+    if cfg.shaping:
+        env = RewardShaping(env, compile_shaping(cfg.shaping))
+    if seeds is not None:
+        env = TrainingSeeds(env, *seeds)
+    coded = load_sources(cfg.coded_actions)
+    if coded:
+        env = CodedActionsWrapper(env, coded, gamma)
+    return env if keep_info else TrainerInfo(env)
+
+
+@dataclass
+class GymFactory:
+    env_id: str
+
+    def __call__(self) -> gym.Env:
+        return gym.make(self.env_id)
+
+
+@dataclass
+class EnvSource:
+    """What PPO trains on: a Crafter RLConfig, a gymnasium id, or any picklable zero-argument env factory
+    (``factory``; its envs may publish ``primitive_steps``/``action_mask`` infos like CodedActionsWrapper)."""
+
+    config: Any = None
+    env_id: str | None = None
+    factory: Any = None
+    coded_names: list = field(default_factory=list)
+
+    @classmethod
+    def from_any(cls, source: Any) -> "EnvSource":
+        from rl.config import RLConfig
+
+        if isinstance(source, EnvSource):
+            return source
+        if isinstance(source, RLConfig):
+            return cls(config=source, coded_names=source.coded_action_names())
+        if isinstance(source, str):
+            if source not in gym.registry:
+                raise ValueError(f"unknown gymnasium environment id {source!r}; for Crafter pass an RLConfig")
+            return cls(env_id=source)
+        raise ValueError(f"cannot train on {type(source).__name__}: pass an rl.config.RLConfig or a gymnasium id")
+
+    @property
+    def name(self) -> str:
+        if self.config is not None:
+            return self.config.task
+        return self.env_id or type(self.factory).__name__
+
+    def env_fns(self, n: int, seed: int, gamma: float) -> list:
+        if self.config is not None:
+            payload = self.config.model_dump_json()
+            return [CrafterFactory(payload, i, n, seed, gamma) for i in range(n)]
+        return [self.factory if self.factory is not None else GymFactory(self.env_id) for _ in range(n)]
+
+    def coded_action_names(self) -> list[str]:
+        return list(self.coded_names)
+
+    def coded_action_sources(self) -> list[str]:
+        return list(self.config.coded_actions) if self.config is not None else []
+
+    def to_json(self) -> str:
+        if self.config is not None:
+            return json.dumps({"rl_config": self.config.model_dump(mode="json")})
+        return json.dumps({"env_id": self.env_id, "factory": repr(self.factory)})

@@ -1,0 +1,62 @@
+"""Success rate of a saved policy on held-out worlds (envs.seeds.eval_seeds), with a Wilson interval."""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+
+@dataclass
+class EvalResult:
+    task: str
+    episodes: int
+    successes: int
+    success_rate: float
+    ci_low: float
+    ci_high: float
+    """95% Wilson score interval of the success rate"""
+    mean_steps: float
+    """mean primitive steps per episode (to success or to the end)"""
+    total_steps: int
+    seeds: list[int]
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """Wilson score interval: well behaved at 0 and n successes, unlike the normal approximation."""
+    if n <= 0:
+        return 0.0, 1.0
+    if not 0 <= successes <= n:
+        raise ValueError(f"successes must be in [0, {n}], got {successes}")
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def evaluate_policy(path: str | Path, episodes: int = 20, deterministic: bool = False,
+                    seed_offset: int = 0) -> EvalResult:
+    """Run the policy at ``path`` for one episode on each of ``episodes`` evaluation seeds."""
+    from envs.crafter_env import CrafterEnv
+    from envs.seeds import eval_seeds
+    from rl.policy_skill import PolicySkill
+
+    if episodes < 1:
+        raise ValueError(f"episodes must be >= 1, got {episodes}")
+    skill = PolicySkill(path, deterministic=deterministic)
+    cfg = skill.config
+    env = CrafterEnv(task=cfg.task, obs_kind=cfg.obs_kind, max_steps=cfg.max_episode_steps, reward="task")
+    seeds = eval_seeds(episodes, offset=seed_offset)
+    successes, steps = 0, []
+    for seed in seeds:
+        obs, _ = env.reset(seed=seed)
+        run = skill.run(env, obs=obs, max_steps=env.max_steps)
+        successes += int(run.success)
+        steps.append(run.steps)
+    low, high = wilson_interval(successes, episodes)
+    return EvalResult(task=cfg.task, episodes=episodes, successes=successes, success_rate=successes / episodes,
+                      ci_low=low, ci_high=high, mean_steps=sum(steps) / len(steps), total_steps=sum(steps),
+                      seeds=seeds)

@@ -1,0 +1,104 @@
+"""CodedActionsWrapper: the policy's action head = the primitive actions + one action per coded action.
+
+A coded action is an option: choosing it runs its generator through ``envs.coded.execute`` until it
+returns, hits its step limit or the episode ends, and the wrapper hands PPO one transition carrying the
+discounted reward sum and ``info["primitive_steps"]`` so the learner can discount by gamma**steps.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+
+class CodedActionsWrapper(gym.Wrapper):
+    """``Discrete(n_primitive + k)``. Index ``n_primitive + j`` runs ``coded_actions[j]``.
+
+    ``info`` always has ``primitive_steps``, ``option_reward`` (undiscounted reward of the transition),
+    ``action_mask`` (bool, n_primitive + k: primitives always allowed, a coded action only when its
+    precondition holds), ``coded_call`` (name or "") and ``coded_error`` (error text or "").
+    A call that takes no step (precondition failed, or raised at once) still spends one ``noop`` so that
+    time always advances and the policy cannot loop for free.
+    """
+
+    def __init__(self, env: gym.Env, coded_actions: list, gamma: float = 0.99):
+        super().__init__(env)
+        if not isinstance(env.action_space, gym.spaces.Discrete):
+            raise ValueError(f"CodedActionsWrapper needs a Discrete action space, got {env.action_space}")
+        self.coded_actions = list(coded_actions)
+        self.gamma = float(gamma)
+        self.n_primitive = int(env.action_space.n)
+        self.action_space = gym.spaces.Discrete(self.n_primitive + len(self.coded_actions))
+        names = list(self.primitive_actions)
+        if "noop" not in names:
+            raise ValueError("the wrapped environment has no 'noop' primitive action")
+        self._noop = names.index("noop")
+        self.call_counts = {a.name: 0 for a in self.coded_actions}
+        self.failure_counts = {a.name: 0 for a in self.coded_actions}
+
+    # envs.coded.execute drives the env through these, so forward them from the wrapped env
+    @property
+    def game(self):
+        return self.env.get_wrapper_attr("game")
+
+    @property
+    def primitive_actions(self) -> list[str]:
+        return list(self.env.get_wrapper_attr("primitive_actions"))
+
+    @property
+    def action_names(self) -> list[str]:
+        return self.primitive_actions + [a.name for a in self.coded_actions]
+
+    def action_mask(self) -> np.ndarray:
+        mask = np.ones(self.action_space.n, dtype=bool)
+        for j, action in enumerate(self.coded_actions):
+            mask[self.n_primitive + j] = _precondition_holds(action, self.game)
+        return mask
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        obs, info = self.env.reset(seed=seed, options=options)
+        info = dict(info)
+        info.update(primitive_steps=0, option_reward=0.0, coded_call="", coded_error="",
+                    action_mask=self.action_mask())
+        return obs, info
+
+    def step(self, action: Any):
+        a = int(action)
+        if not 0 <= a < self.action_space.n:
+            raise ValueError(f"action {a} is outside Discrete({self.action_space.n})")
+        if a < self.n_primitive:
+            obs, reward, terminated, truncated, info = self.env.step(a)
+            info = dict(info)
+            info.update(primitive_steps=1, option_reward=float(reward), coded_call="", coded_error="")
+        else:
+            obs, reward, terminated, truncated, info = self._run_coded(self.coded_actions[a - self.n_primitive])
+        info["action_mask"] = self.action_mask()
+        return obs, reward, terminated, truncated, info
+
+    def _run_coded(self, action):
+        from envs.coded import execute
+
+        self.call_counts[action.name] += 1
+        outcome = execute(self.env, action, gamma=self.gamma)
+        error = outcome.error or ("precondition failed: the action cannot run here"
+                                  if outcome.precondition_failed else "")
+        if error:
+            self.failure_counts[action.name] += 1
+        if outcome.steps == 0:
+            # nothing moved: spend one noop so a call always costs time (see class docstring)
+            obs, reward, terminated, truncated, info = self.env.step(self._noop)
+            info = dict(info)
+            info.update(primitive_steps=1, option_reward=float(reward), coded_call=action.name, coded_error=error)
+            return obs, float(reward), terminated, truncated, info
+        info = dict(outcome.info)
+        info.update(primitive_steps=int(outcome.steps), option_reward=float(outcome.reward),
+                    coded_call=action.name, coded_error=error)
+        return (outcome.obs, float(outcome.discounted_reward), bool(outcome.terminated),
+                bool(outcome.truncated), info)
+
+
+def _precondition_holds(action, game) -> bool:
+    from envs.coded import check_precondition
+
+    return check_precondition(action, game)[0]  # a raising precondition masks its action

@@ -1,0 +1,103 @@
+"""A trained PPO policy loaded back as a skill: run it in a CrafterEnv until its task succeeds or a step limit."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+from rl.ppo import load_policy
+
+
+@dataclass
+class SkillRun:
+    success: bool
+    steps: int
+    """primitive environment steps taken (coded-action steps included)"""
+    reward: float
+    ended: bool
+    """the episode ended (death, the env's own success or time limit) before the skill finished"""
+    coded_calls: dict[str, int] = field(default_factory=dict)
+    coded_errors: list[str] = field(default_factory=list)
+
+
+class PolicySkill:
+    """Load ``policy.pt`` written by ``rl.ppo.train`` and execute it in an env the caller owns."""
+
+    def __init__(self, path: str | Path, deterministic: bool = False, seed: int = 0):
+        from rl.config import RLConfig
+
+        self.agent, self.meta = load_policy(path)
+        env_meta = __import__("json").loads(self.meta["env"])
+        if "rl_config" not in env_meta:
+            raise ValueError(f"{path} was trained on {env_meta.get('env_id')!r}, not on a Crafter task: "
+                             "only Crafter policies can run as skills")
+        self.config = RLConfig.model_validate(env_meta["rl_config"])
+        from envs.tasks import get_task
+
+        self.task = get_task(self.config.task)
+        self.deterministic = deterministic
+        # sampling is seeded so that a skill run is reproducible for a given world seed
+        self._generator = torch.Generator().manual_seed(seed)
+        self.name = f"ppo_{self.task.name}"
+
+    def _coded_actions(self) -> list:
+        from rl.coded_sources import load_sources
+
+        return load_sources(self.config.coded_actions)
+
+    def run(self, env, max_steps: int | None = None, obs: np.ndarray | None = None,
+            until: Callable[[set, dict], bool] | None = None) -> SkillRun:
+        """Act in ``env`` (a CrafterEnv, already reset, possibly mid-episode) until ``until(achievements,
+        inventory)`` holds (default: the policy's task succeeds), ``max_steps`` primitive steps or the
+        episode ends. ``obs`` is the env's current policy observation (read from the env when omitted)."""
+        from rl.options import CodedActionsWrapper
+
+        if getattr(env, "obs_kind", self.config.obs_kind) != self.config.obs_kind:
+            raise ValueError(f"this policy was trained on {self.config.obs_kind!r} observations but the env "
+                             f"gives {env.obs_kind!r}; create the env with obs_kind={self.config.obs_kind!r}")
+        done_when = until or (lambda ach, inv: self.task.is_success(set(ach), inv))
+        limit = max_steps if max_steps is not None else (self.config.max_episode_steps or self.task.max_steps)
+        coded = self._coded_actions()
+        wrapped = CodedActionsWrapper(env, coded, gamma=self.meta["settings"]["gamma"]) if coded else None
+        obs = current_observation(env) if obs is None else obs
+        achievements, inventory = set(env.game.achievements), dict(env.game.inventory)
+        result = SkillRun(success=done_when(achievements, inventory), steps=0, reward=0.0, ended=False,
+                          coded_calls={a.name: 0 for a in coded})
+        n_actions = self.agent.n_actions
+        while not result.success and result.steps < limit:
+            mask = wrapped.action_mask() if wrapped is not None else np.ones(n_actions, dtype=bool)
+            action = self._act(obs, mask)
+            obs, reward, terminated, truncated, info = (wrapped or env).step(action)
+            result.steps += int(info.get("primitive_steps", 1))
+            result.reward += float(info.get("option_reward", reward))
+            if info.get("coded_call"):
+                result.coded_calls[info["coded_call"]] += 1
+                if info.get("coded_error") and len(result.coded_errors) < 20:
+                    result.coded_errors.append(f"{info['coded_call']}: {info['coded_error']}")
+            result.success = done_when(set(info.get("achievements", ())), dict(info.get("inventory", {})))
+            if terminated or truncated:
+                result.ended = True
+                break
+        return result
+
+    def _act(self, obs: np.ndarray, mask: np.ndarray) -> int:
+        with torch.no_grad():
+            x = torch.as_tensor(np.asarray(obs)[None])
+            logits = self.agent.actor(self.agent._features(x))
+            logits = torch.where(torch.as_tensor(mask[None]), logits, torch.full_like(logits, -1e8))
+            if self.deterministic:
+                return int(logits.argmax(-1))
+            probs = torch.softmax(logits, -1)
+            return int(torch.multinomial(probs, 1, generator=self._generator))
+
+
+def current_observation(env) -> np.ndarray:
+    """The env's current policy observation. Seam: uses ``env.observation()`` when the env offers it,
+    else rebuilds it from the backend's snapshot of the current step."""
+    if hasattr(env, "observation") and callable(env.observation):
+        return env.observation()
+    backend = env.backend
+    return backend.policy_observation(env.obs_kind, backend.player_observation(env.episode_steps))

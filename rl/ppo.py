@@ -1,0 +1,627 @@
+"""Single-file PPO (in the style of cleanrl) whose action head holds coded actions next to primitives.
+
+Read top to bottom: settings, networks, SMDP-GAE, rollout storage, the training loop, the CLI.
+
+Coded actions are options: one policy decision may run many primitive steps. The environment reports
+how many (``info["primitive_steps"]``) and returns the reward already discounted inside the option, so
+the advantage estimator discounts each transition by ``gamma ** primitive_steps`` (semi-Markov PPO).
+Every primitive step counts toward ``total_steps``: sample efficiency is measured in environment steps,
+never in policy decisions.
+
+Standalone:  ``python -m rl.ppo --task collect_wood --total-steps 200000``
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import inspect
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+from torch.distributions import Categorical
+
+from rl.run_log import RunLogger
+
+
+# --------------------------------------------------------------------------------------------------
+# Settings
+# --------------------------------------------------------------------------------------------------
+@dataclass
+class PPOSettings:
+    """PPO hyper-parameters and run options. Defaults follow cleanrl's ppo.py."""
+
+    seed: int = 1
+    """seed of torch, numpy and of the training worlds (always below the evaluation seed range)"""
+    total_steps: int = 200_000
+    """budget in primitive environment steps (coded-action steps included)"""
+    learning_rate: float = 2.5e-4
+    """Adam learning rate"""
+    anneal_lr: bool = True
+    """decay the learning rate linearly to 0 over the step budget"""
+    num_envs: int = 4
+    """parallel environments"""
+    num_steps: int = 128
+    """policy decisions per environment per rollout"""
+    gamma: float = 0.99
+    """discount per primitive step (an option of k steps is discounted by gamma**k)"""
+    gae_lambda: float = 0.95
+    """GAE lambda, applied once per decision"""
+    num_minibatches: int = 4
+    """minibatches per update epoch"""
+    update_epochs: int = 4
+    """optimisation epochs over each rollout"""
+    norm_adv: bool = True
+    """normalise advantages within each minibatch"""
+    clip_coef: float = 0.2
+    """surrogate clipping coefficient"""
+    clip_vloss: bool = True
+    """clip the value loss as in the PPO paper"""
+    ent_coef: float = 0.01
+    """entropy bonus coefficient"""
+    vf_coef: float = 0.5
+    """value loss coefficient"""
+    max_grad_norm: float = 0.5
+    """global gradient-norm clip"""
+    target_kl: float | None = None
+    """stop the update epochs early once the approximate KL exceeds this (None: never)"""
+    hidden_size: int = 64
+    """width of the MLP layers (and of the CNN's last layer)"""
+    vector_mode: str = "sync"
+    """'sync' steps the environments in this process, 'async' in one worker process each"""
+    torch_threads: int = 1
+    """torch CPU threads of the learner (1 leaves the other cores to environment workers)"""
+    device: str = "auto"
+    """'auto' (cuda when present), 'cpu' or 'cuda'"""
+    run_dir: str | None = None
+    """folder for metrics, TensorBoard events, the curve PNG and policy.pt (None: runs/ppo/<name>-<time>)"""
+    progress: str = "auto"
+    """'auto' (rich bar on a terminal, log lines otherwise), 'bar', 'log' or 'none'"""
+    log_every: int = 10
+    """print a log line every this many updates (log mode)"""
+    window: int = 50
+    """episodes in the moving window of the learning curve"""
+
+    @property
+    def batch_size(self) -> int:
+        return self.num_envs * self.num_steps
+
+    @property
+    def minibatch_size(self) -> int:
+        return max(1, self.batch_size // self.num_minibatches)
+
+
+def settings_docs() -> dict[str, str]:
+    """Field name -> the docstring written under it (used for --help and the tool schema)."""
+    tree = ast.parse(inspect.getsource(PPOSettings))
+    docs: dict[str, str] = {}
+    body = tree.body[0].body
+    for node, nxt in zip(body, body[1:]):
+        if isinstance(node, ast.AnnAssign) and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant):
+            docs[node.target.id] = str(nxt.value.value)
+    return docs
+
+
+# --------------------------------------------------------------------------------------------------
+# Networks
+# --------------------------------------------------------------------------------------------------
+def layer_init(layer: nn.Module, std: float = math.sqrt(2), bias: float = 0.0) -> nn.Module:
+    nn.init.orthogonal_(layer.weight, std)
+    nn.init.constant_(layer.bias, bias)
+    return layer
+
+
+MASKED_LOGIT = -1e8  # finite, so a fully-masked row never produces NaN
+
+
+class Agent(nn.Module):
+    """Actor-critic. An MLP for flat (symbolic) observations, a small CNN for HxWxC images."""
+
+    def __init__(self, obs_shape: tuple[int, ...], n_actions: int, hidden: int = 64):
+        super().__init__()
+        self.obs_shape = tuple(obs_shape)
+        self.n_actions = n_actions
+        self.is_image = len(self.obs_shape) == 3
+        if self.is_image:
+            h, w, c = self.obs_shape
+            self.encoder = nn.Sequential(
+                layer_init(nn.Conv2d(c, 32, 5, stride=2)), nn.ReLU(),
+                layer_init(nn.Conv2d(32, 64, 3, stride=2)), nn.ReLU(),
+                layer_init(nn.Conv2d(64, 64, 3, stride=2)), nn.ReLU(),
+                nn.Flatten(),
+            )
+            with torch.no_grad():
+                n_flat = self.encoder(torch.zeros(1, c, h, w)).shape[1]
+            self.encoder.append(layer_init(nn.Linear(n_flat, max(hidden, 256))))
+            self.encoder.append(nn.ReLU())
+            feat = max(hidden, 256)
+            self.actor = layer_init(nn.Linear(feat, n_actions), std=0.01)
+            self.critic = layer_init(nn.Linear(feat, 1), std=1.0)
+        else:
+            n_in = int(np.prod(self.obs_shape))
+            self.encoder = nn.Identity()
+
+            def trunk() -> nn.Sequential:
+                return nn.Sequential(
+                    layer_init(nn.Linear(n_in, hidden)), nn.Tanh(),
+                    layer_init(nn.Linear(hidden, hidden)), nn.Tanh(),
+                )
+
+            # separate actor and critic trunks, as cleanrl does for vector observations
+            self.actor = nn.Sequential(trunk(), layer_init(nn.Linear(hidden, n_actions), std=0.01))
+            self.critic = nn.Sequential(trunk(), layer_init(nn.Linear(hidden, 1), std=1.0))
+
+    def _features(self, obs: torch.Tensor) -> torch.Tensor:
+        if self.is_image:
+            return self.encoder(obs.permute(0, 3, 1, 2).float() / 255.0)
+        return obs.reshape(obs.shape[0], -1).float()
+
+    def get_value(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.critic(self._features(obs)).squeeze(-1)
+
+    def get_action_and_value(self, obs: torch.Tensor, mask: torch.Tensor | None = None,
+                             action: torch.Tensor | None = None, deterministic: bool = False):
+        feats = self._features(obs)
+        logits = self.actor(feats)
+        if mask is not None:
+            logits = torch.where(mask, logits, torch.full_like(logits, MASKED_LOGIT))
+        dist = Categorical(logits=logits)
+        if action is None:
+            action = logits.argmax(-1) if deterministic else dist.sample()
+        return action, dist.log_prob(action), dist.entropy(), self.critic(feats).squeeze(-1)
+
+
+# --------------------------------------------------------------------------------------------------
+# Semi-Markov GAE
+# --------------------------------------------------------------------------------------------------
+def smdp_gae(rewards: torch.Tensor, values: torch.Tensor, ends: torch.Tensor, steps: torch.Tensor,
+             next_value: torch.Tensor, gamma: float, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalised advantage estimation over transitions of variable duration.
+
+    All tensors are (T, N). ``rewards[t]`` is already the discounted sum inside the option,
+    ``steps[t]`` the primitive steps it took (k), ``ends[t]`` 1 when transition t ended its episode
+    (then ``values[t + 1]`` belongs to the next episode and is ignored). ``next_value`` is V of the
+    observation after the last transition.
+
+        delta_t = r_t + gamma**k_t * V(s_{t+1}) * (1 - end_t) - V(s_t)
+        A_t     = delta_t + gamma**k_t * lam * (1 - end_t) * A_{t+1}
+
+    Why lambda per decision and not lam**k: the value function is only queried at decision points, so
+    the lambda-return mixes n-decision returns; gamma**k alone carries the elapsed time. With k = 1
+    everywhere this is exactly the standard GAE.
+    """
+    T = rewards.shape[0]
+    advantages = torch.zeros_like(rewards)
+    last = torch.zeros_like(next_value)
+    for t in reversed(range(T)):
+        v_next = next_value if t == T - 1 else values[t + 1]
+        discount = gamma ** steps[t] * (1.0 - ends[t])
+        delta = rewards[t] + discount * v_next - values[t]
+        last = delta + discount * lam * last
+        advantages[t] = last
+    return advantages, advantages + values
+
+
+# --------------------------------------------------------------------------------------------------
+# Rollout storage
+# --------------------------------------------------------------------------------------------------
+class Rollout:
+    """Pre-allocated (T, N, ...) tensors for one rollout; masks are kept so the update sees the same ones."""
+
+    def __init__(self, T: int, N: int, obs_shape: tuple[int, ...], obs_dtype: torch.dtype,
+                 n_actions: int, device: torch.device):
+        def z(*shape, dtype=torch.float32):
+            return torch.zeros(shape, dtype=dtype, device=device)
+
+        self.obs = z(T, N, *obs_shape, dtype=obs_dtype)
+        self.masks = z(T, N, n_actions, dtype=torch.bool)
+        self.actions = z(T, N, dtype=torch.long)
+        self.logprobs = z(T, N)
+        self.rewards = z(T, N)
+        self.ends = z(T, N)
+        self.steps = z(T, N)
+        self.values = z(T, N)
+
+
+# --------------------------------------------------------------------------------------------------
+# Training
+# --------------------------------------------------------------------------------------------------
+@dataclass
+class TrainResult:
+    steps_used: int
+    """primitive environment steps spent in training"""
+    wall_time_s: float
+    updates: int
+    episodes: int
+    curve: list[dict[str, float]]
+    """one row per update: step, success_rate, mean_return, mean_length (moving window)"""
+    coded_action_counts: dict[str, int]
+    coded_action_failures: dict[str, int]
+    coded_action_errors: list[str]
+    policy_path: str
+    run_dir: str
+    final_train_success_rate: float | None
+    final_mean_return: float | None
+
+
+def _resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device='cuda' was asked for but no CUDA GPU is available; use 'auto' or 'cpu'")
+    return torch.device(name)
+
+
+def _column(infos: dict, key: str, n: int, default: float, dtype=np.float64) -> np.ndarray:
+    """One info field as an (n,) array, with ``default`` where an env did not report it."""
+    out = np.full(n, default, dtype=dtype)
+    if key in infos:
+        present = infos.get("_" + key, np.ones(n, dtype=bool))
+        out[present] = np.asarray(infos[key])[present]
+    return out
+
+
+def make_vector_env(env_fns: list, mode: str) -> gym.vector.VectorEnv:
+    if mode not in ("sync", "async"):
+        raise ValueError(f"vector_mode must be 'sync' or 'async', got {mode!r}")
+    kwargs = dict(autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    if mode == "async":
+        # forkserver: forking a process that already runs OpenMP threads (torch, numba) can abort
+        return gym.vector.AsyncVectorEnv(env_fns, context="spawn" if sys.platform == "darwin" else "forkserver", **kwargs)
+    return gym.vector.SyncVectorEnv(env_fns, **kwargs)
+
+
+def train(settings: PPOSettings, source: Any, run_name: str | None = None) -> TrainResult:
+    """Train PPO. ``source`` is an ``rl.config.RLConfig`` (Crafter) or a gymnasium env id (e.g. CartPole-v1)."""
+    from rl.env_factory import EnvSource
+
+    env_source = EnvSource.from_any(source)
+    s = settings
+    if s.total_steps < 1 or s.num_envs < 1 or s.num_steps < 1:
+        raise ValueError("total_steps, num_envs and num_steps must all be >= 1")
+    torch.manual_seed(s.seed)
+    np.random.seed(s.seed)
+    torch.set_num_threads(max(1, s.torch_threads))
+    device = _resolve_device(s.device)
+
+    envs = make_vector_env(env_source.env_fns(s.num_envs, s.seed, s.gamma), s.vector_mode)
+    try:
+        return _train_loop(s, env_source, envs, device, run_name or env_source.name)
+    finally:
+        envs.close()
+
+
+def _train_loop(s: PPOSettings, env_source, envs, device: torch.device, run_name: str) -> TrainResult:
+    if not isinstance(envs.single_action_space, gym.spaces.Discrete):
+        raise ValueError(f"PPO here needs a Discrete action space, got {envs.single_action_space}")
+    obs_space = envs.single_observation_space
+    n_actions = int(envs.single_action_space.n)
+    coded_names = env_source.coded_action_names()
+    n_primitive = n_actions - len(coded_names)
+    N, T = s.num_envs, s.num_steps
+
+    agent = Agent(obs_space.shape, n_actions, s.hidden_size).to(device)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=s.learning_rate, eps=1e-5)
+    obs_dtype = torch.uint8 if obs_space.dtype == np.uint8 else torch.float32
+    buf = Rollout(T, N, obs_space.shape, obs_dtype, n_actions, device)
+    log = RunLogger(s, run_name, total=s.total_steps)
+
+    obs_np, infos = envs.reset(seed=s.seed)
+    next_obs = torch.as_tensor(obs_np, device=device).to(obs_dtype)
+    next_mask = torch.as_tensor(_mask(infos, N, n_actions), device=device)
+
+    ep_ret = np.zeros(N)
+    ep_len = np.zeros(N, dtype=np.int64)
+    episodes: list[tuple[int, float, int, float]] = []  # (global_step, return, length, success)
+    coded_counts = np.zeros(max(len(coded_names), 1), dtype=np.int64)
+    coded_fail = dict.fromkeys(coded_names, 0)
+    coded_errors: list[str] = []
+    global_step, update = 0, 0
+    start = time.time()
+
+    while global_step < s.total_steps:
+        update += 1
+        if s.anneal_lr:
+            optimizer.param_groups[0]["lr"] = s.learning_rate * max(0.0, 1.0 - global_step / s.total_steps)
+
+        # ---- collect: stop as soon as the budget is spent, even mid-rollout -------------------------
+        t_used = 0
+        for t in range(T):
+            buf.obs[t] = next_obs
+            buf.masks[t] = next_mask
+            with torch.no_grad():
+                action, logprob, _, value = agent.get_action_and_value(next_obs, next_mask)
+            buf.values[t], buf.actions[t], buf.logprobs[t] = value, action, logprob
+            act_np = action.cpu().numpy()
+
+            obs_np, reward, term, trunc, infos = envs.step(act_np)
+            done = np.logical_or(term, trunc)
+            step_info = infos
+            if done.any():
+                # same-step autoreset: this step's own info of a finished env sits in final_info
+                step_info = _merge_final(infos, done, N)
+            k = _column(step_info, "primitive_steps", N, 1.0)
+            raw_reward = _column(step_info, "option_reward", N, np.nan)
+            raw_reward = np.where(np.isnan(raw_reward), reward, raw_reward)
+            reward = np.asarray(reward, dtype=np.float64)
+
+            # a truncated episode is not a real end: bootstrap with V(final obs) (as SB3 does)
+            cut = np.logical_and(trunc, np.logical_not(term))
+            if cut.any():
+                final = np.stack([infos["final_obs"][i] for i in np.flatnonzero(cut)])
+                with torch.no_grad():
+                    v_final = agent.get_value(torch.as_tensor(final, device=device).to(obs_dtype)).cpu().numpy()
+                reward[cut] += (s.gamma ** k[cut]) * v_final
+
+            buf.rewards[t] = torch.as_tensor(reward, dtype=torch.float32, device=device)
+            buf.steps[t] = torch.as_tensor(k, dtype=torch.float32, device=device)
+            buf.ends[t] = torch.as_tensor(done, dtype=torch.float32, device=device)
+            next_obs = torch.as_tensor(obs_np, device=device).to(obs_dtype)
+            next_mask = torch.as_tensor(_mask(infos, N, n_actions), device=device)
+
+            global_step += int(k.sum())
+            ep_ret += raw_reward
+            ep_len += k.astype(np.int64)
+            if coded_names:
+                chosen = act_np[act_np >= n_primitive] - n_primitive
+                np.add.at(coded_counts, chosen, 1)
+                _collect_coded_errors(step_info, N, coded_fail, coded_errors)
+            if done.any():
+                success = _column(step_info, "success", N, np.nan)
+                for i in np.flatnonzero(done):
+                    episodes.append((global_step, float(ep_ret[i]), int(ep_len[i]), float(success[i])))
+                    ep_ret[i], ep_len[i] = 0.0, 0
+            t_used = t + 1
+            if global_step >= s.total_steps:
+                break
+
+        # ---- advantages ---------------------------------------------------------------------------
+        with torch.no_grad():
+            next_value = agent.get_value(next_obs)
+            advantages, returns = smdp_gae(buf.rewards[:t_used], buf.values[:t_used], buf.ends[:t_used],
+                                           buf.steps[:t_used], next_value, s.gamma, s.gae_lambda)
+
+        # ---- optimise -----------------------------------------------------------------------------
+        b_obs = buf.obs[:t_used].reshape(-1, *obs_space.shape)
+        b_masks = buf.masks[:t_used].reshape(-1, n_actions)
+        b_actions = buf.actions[:t_used].reshape(-1)
+        b_logprobs = buf.logprobs[:t_used].reshape(-1)
+        b_adv = advantages.reshape(-1)
+        b_returns = returns.reshape(-1)
+        b_values = buf.values[:t_used].reshape(-1)
+        batch = b_obs.shape[0]
+        mb_size = max(1, batch // s.num_minibatches)
+        stats = _update(agent, optimizer, s, batch, mb_size, b_obs, b_masks, b_actions, b_logprobs,
+                        b_adv, b_returns, b_values)
+
+        row = _curve_row(episodes, s.window, global_step, update, time.time() - start)
+        row.update(stats, lr=optimizer.param_groups[0]["lr"])
+        log.record(row)
+
+    wall = time.time() - start
+    policy_path = save_policy(Path(log.run_dir) / "policy.pt", agent, env_source, s, n_primitive, coded_names)
+    log.close()
+    curve = log.rows
+    last = curve[-1] if curve else {}
+    return TrainResult(
+        steps_used=global_step, wall_time_s=wall, updates=update, episodes=len(episodes),
+        curve=[{k: r[k] for k in ("step", "success_rate", "mean_return", "mean_length")} for r in curve],
+        coded_action_counts={n: int(c) for n, c in zip(coded_names, coded_counts)},
+        coded_action_failures=coded_fail, coded_action_errors=coded_errors,
+        policy_path=str(policy_path), run_dir=str(log.run_dir),
+        final_train_success_rate=_nan_to_none(last.get("success_rate")),
+        final_mean_return=_nan_to_none(last.get("mean_return")),
+    )
+
+
+def _update(agent, optimizer, s: PPOSettings, batch, mb_size, b_obs, b_masks, b_actions, b_logprobs,
+            b_adv, b_returns, b_values) -> dict[str, float]:
+    clipfracs, approx_kl = [], torch.tensor(0.0)
+    pg_loss = v_loss = entropy_loss = torch.tensor(0.0)
+    for _epoch in range(s.update_epochs):
+        perm = torch.randperm(batch, device=b_obs.device)
+        for lo in range(0, batch, mb_size):
+            mb = perm[lo:lo + mb_size]
+            _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[mb], b_masks[mb], b_actions[mb])
+            logratio = newlogprob - b_logprobs[mb]
+            ratio = logratio.exp()
+            with torch.no_grad():
+                approx_kl = ((ratio - 1) - logratio).mean()  # the low-variance k3 estimator
+                clipfracs.append(((ratio - 1.0).abs() > s.clip_coef).float().mean().item())
+            mb_adv = b_adv[mb]
+            if s.norm_adv and mb.numel() > 1:
+                mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
+            pg_loss = torch.max(-mb_adv * ratio,
+                                -mb_adv * torch.clamp(ratio, 1 - s.clip_coef, 1 + s.clip_coef)).mean()
+            if s.clip_vloss:
+                v_unclipped = (newvalue - b_returns[mb]) ** 2
+                v_clipped = b_values[mb] + torch.clamp(newvalue - b_values[mb], -s.clip_coef, s.clip_coef)
+                v_loss = 0.5 * torch.max(v_unclipped, (v_clipped - b_returns[mb]) ** 2).mean()
+            else:
+                v_loss = 0.5 * ((newvalue - b_returns[mb]) ** 2).mean()
+            entropy_loss = entropy.mean()
+            loss = pg_loss - s.ent_coef * entropy_loss + v_loss * s.vf_coef
+            optimizer.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(agent.parameters(), s.max_grad_norm)
+            optimizer.step()
+        if s.target_kl is not None and approx_kl > s.target_kl:
+            break
+    return {"policy_loss": pg_loss.item(), "value_loss": v_loss.item(), "entropy": entropy_loss.item(),
+            "approx_kl": approx_kl.item(), "clipfrac": float(np.mean(clipfracs)) if clipfracs else 0.0}
+
+
+def _mask(infos: dict, n: int, n_actions: int) -> np.ndarray:
+    """Next-step action mask; envs that publish none allow every action."""
+    out = np.ones((n, n_actions), dtype=bool)
+    if "action_mask" in infos:
+        present = infos.get("_action_mask", np.ones(n, dtype=bool))
+        out[present] = np.asarray(infos["action_mask"], dtype=bool)[present]
+    return out
+
+
+def _merge_final(infos: dict, done: np.ndarray, n: int) -> dict:
+    """Infos of this step for every env: ``final_info`` rows for finished envs, top-level rows otherwise."""
+    final = infos.get("final_info", {})
+    merged: dict[str, Any] = {}
+    for key in set(infos) | set(final):
+        if key.startswith("_") or key in ("final_info", "final_obs"):
+            continue
+        top, fin = infos.get(key), final.get(key)
+        if isinstance(top, dict) or isinstance(fin, dict):
+            continue
+        arr = None
+        present = np.zeros(n, dtype=bool)
+        for src, rows in ((infos, ~done), (final, done)):
+            if key not in src:
+                continue
+            val = np.asarray(src[key])
+            has = np.asarray(src.get("_" + key, np.ones(n, dtype=bool))) & rows
+            if arr is None:
+                arr = np.zeros_like(val)
+            arr[has] = val[has]
+            present |= has
+        merged[key], merged["_" + key] = arr, present
+    return merged
+
+
+def _collect_coded_errors(step_info: dict, n: int, fails: dict[str, int], errors: list[str]) -> None:
+    if "coded_error" not in step_info:
+        return
+    present = step_info.get("_coded_error", np.ones(n, dtype=bool))
+    for i in np.flatnonzero(present):
+        err, name = step_info["coded_error"][i], step_info.get("coded_call", [None] * n)[i]
+        if err and name in fails:
+            fails[name] += 1
+            msg = f"{name}: {err}"
+            if msg not in errors and len(errors) < 20:  # keep distinct messages, bounded
+                errors.append(msg)
+
+
+def _curve_row(episodes, window: int, step: int, update: int, elapsed: float) -> dict[str, float]:
+    recent = episodes[-window:]
+    succ = [e[3] for e in recent if not math.isnan(e[3])]
+    return {
+        "step": step, "update": update, "episodes": len(episodes),
+        "success_rate": float(np.mean(succ)) if succ else float("nan"),
+        "mean_return": float(np.mean([e[1] for e in recent])) if recent else float("nan"),
+        "mean_length": float(np.mean([e[2] for e in recent])) if recent else float("nan"),
+        "sps": step / max(elapsed, 1e-9),
+    }
+
+
+def _nan_to_none(x):
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+
+
+# --------------------------------------------------------------------------------------------------
+# Saving and loading
+# --------------------------------------------------------------------------------------------------
+POLICY_FORMAT = "rlgpt-ppo-policy-v1"
+
+
+def save_policy(path: Path, agent: Agent, env_source, s: PPOSettings, n_primitive: int,
+                coded_names: list[str]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({
+        "format": POLICY_FORMAT,
+        "state_dict": {k: v.cpu() for k, v in agent.state_dict().items()},
+        "obs_shape": list(agent.obs_shape),
+        "n_actions": agent.n_actions,
+        "n_primitive": n_primitive,
+        "hidden_size": s.hidden_size,
+        "coded_action_names": coded_names,
+        "coded_action_sources": env_source.coded_action_sources(),
+        "env": env_source.to_json(),
+        "settings": dataclasses.asdict(s),
+    }, path)
+    return path
+
+
+def load_policy(path: str | Path, device: str = "cpu") -> tuple[Agent, dict]:
+    """Load a saved policy; returns the agent (eval mode) and the saved metadata."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no saved policy at {path} (train_ppo writes <run_dir>/policy.pt)")
+    data = torch.load(path, map_location=device, weights_only=False)
+    if not isinstance(data, dict) or data.get("format") != POLICY_FORMAT:
+        raise ValueError(f"{path} is not a policy saved by rl.ppo (expected format {POLICY_FORMAT})")
+    agent = Agent(tuple(data["obs_shape"]), int(data["n_actions"]), int(data["hidden_size"]))
+    agent.load_state_dict(data["state_dict"])
+    agent.eval()
+    return agent.to(device), data
+
+
+# --------------------------------------------------------------------------------------------------
+# CLI
+# --------------------------------------------------------------------------------------------------
+def _parse_bool(text: str) -> bool:
+    if text.lower() in ("1", "true", "yes", "on"):
+        return True
+    if text.lower() in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true/false, got {text!r}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m rl.ppo", description=__doc__.split("\n")[0])
+    p.add_argument("--task", default="collect_wood", help="Crafter task name (see envs.tasks)")
+    p.add_argument("--env-id", default=None, help="train on a gymnasium env id instead (e.g. CartPole-v1)")
+    p.add_argument("--obs", default="symbolic", choices=["symbolic", "pixels"], help="Crafter observation kind")
+    p.add_argument("--coded", nargs="*", default=[], metavar="FILE",
+                   help="Python files of coded actions to append to the action head")
+    p.add_argument("--max-episode-steps", type=int, default=None, help="Crafter episode limit (default: the task's)")
+    p.add_argument("--eval-episodes", type=int, default=20, help="held-out episodes evaluated after training")
+    docs = settings_docs()
+    for f in dataclasses.fields(PPOSettings):
+        flag = "--" + f.name.replace("_", "-")
+        default = f.default
+        kind = {"bool": _parse_bool, "int": int, "float": float, "str": str}.get(str(f.type).split(" |")[0])
+        if f.type in ("float | None",):
+            kind = float
+        if f.type in ("str | None",):
+            kind = str
+        p.add_argument(flag, type=kind or str, default=default, help=f"{docs.get(f.name, '')} (default {default})")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    settings = PPOSettings(**{f.name: getattr(args, f.name) for f in dataclasses.fields(PPOSettings)})
+    try:
+        if args.env_id:
+            source: Any = args.env_id
+        else:
+            from rl.config import RLConfig, config_error_message
+
+            sources = [Path(f).read_text() for f in args.coded]
+            try:
+                source = RLConfig(task=args.task, obs_kind=args.obs, coded_actions=sources,
+                                  max_episode_steps=args.max_episode_steps, eval_episodes=args.eval_episodes)
+            except Exception as exc:  # pydantic ValidationError -> one readable message
+                print(f"error: {config_error_message(exc)}", file=sys.stderr)
+                return 2
+        result = train(settings, source)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    summary = {k: v for k, v in dataclasses.asdict(result).items() if k != "curve"}
+    if not args.env_id and args.eval_episodes > 0:
+        from rl.evaluate import evaluate_policy
+
+        summary["evaluation"] = evaluate_policy(result.policy_path, episodes=args.eval_episodes).as_dict()
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

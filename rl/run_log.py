@@ -1,0 +1,103 @@
+"""Run folder of a PPO training: metrics CSV, TensorBoard events, progress display, learning-curve PNG."""
+from __future__ import annotations
+
+import csv
+import math
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+CSV_COLUMNS = ["step", "update", "episodes", "success_rate", "mean_return", "mean_length", "sps",
+               "policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac", "lr"]
+
+
+def default_run_dir(name: str) -> Path:
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name) or "run"
+    return Path("runs") / "ppo" / f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+class RunLogger:
+    """Receives one row per PPO update. Progress is a rich bar on a terminal, periodic lines otherwise."""
+
+    def __init__(self, settings, name: str, total: int):
+        run_dir = Path(settings.run_dir) if settings.run_dir else default_run_dir(name)
+        if run_dir.exists() and any(run_dir.iterdir()) and (run_dir / "metrics.csv").exists():
+            # never mix two runs' metrics in one CSV
+            run_dir = run_dir.with_name(run_dir.name + time.strftime("-%H%M%S"))
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self.run_dir = run_dir
+        self.total = total
+        self.log_every = max(1, settings.log_every)
+        self.rows: list[dict[str, Any]] = []
+        self._csv_file = open(run_dir / "metrics.csv", "w", newline="")
+        self._csv = csv.DictWriter(self._csv_file, fieldnames=CSV_COLUMNS, extrasaction="ignore")
+        self._csv.writeheader()
+        from torch.utils.tensorboard import SummaryWriter
+
+        self._tb = SummaryWriter(str(run_dir / "tb"))
+        mode = settings.progress
+        if mode == "auto":
+            mode = "bar" if sys.stdout.isatty() else "log"
+        if mode not in ("bar", "log", "none"):
+            raise ValueError(f"progress must be 'auto', 'bar', 'log' or 'none', got {settings.progress!r}")
+        self.mode = mode
+        self._bar = None
+        if mode == "bar":
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+            self._bar = Progress(TextColumn("[bold]PPO {task.fields[name]}"), BarColumn(),
+                                 TextColumn("{task.completed:,}/{task.total:,} steps"),
+                                 TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TimeRemainingColumn())
+            self._task = self._bar.add_task("ppo", total=total, name=name, info="")
+            self._bar.start()
+
+    def record(self, row: dict[str, Any]) -> None:
+        self.rows.append(row)
+        self._csv.writerow(row)
+        self._csv_file.flush()
+        step = int(row["step"])
+        for key, value in row.items():
+            if key not in ("step", "update") and isinstance(value, (int, float)) and not math.isnan(value):
+                self._tb.add_scalar(f"ppo/{key}", value, step)
+        summary = (f"success {_fmt(row['success_rate'])}  return {_fmt(row['mean_return'])}  "
+                   f"{row['sps']:.0f} steps/s")
+        if self._bar is not None:
+            self._bar.update(self._task, completed=min(step, self.total), info=summary)
+        elif self.mode == "log" and (row["update"] % self.log_every == 0 or step >= self.total):
+            print(f"[ppo] step {step:,}/{self.total:,}  update {row['update']}  episodes {row['episodes']}  {summary}",
+                  flush=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+        self._tb.close()
+        self._csv_file.close()
+        if self.rows:
+            save_curve_png(self.rows, self.run_dir / "learning_curve.png")
+
+
+def _fmt(x: float) -> str:
+    return "-" if x is None or math.isnan(x) else f"{x:.3g}"
+
+
+def save_curve_png(rows: list[dict[str, Any]], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display needed, safe in worker processes and CI
+    import matplotlib.pyplot as plt
+
+    steps = [r["step"] for r in rows]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
+    axes[0].plot(steps, [r["success_rate"] for r in rows])
+    axes[0].set_ylabel("success rate (moving window)")
+    axes[1].plot(steps, [r["mean_return"] for r in rows])
+    axes[1].set_ylabel("episode return (moving window)")
+    for ax in axes:
+        ax.set_xlabel("primitive environment steps")
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    return path

@@ -1,0 +1,110 @@
+"""Tiny deterministic environments for the PPO and option-wrapper tests (module level: picklable)."""
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+
+ACTIONS = ["noop", "step", "bad"]
+
+
+class FakeGame:
+    """Stands in for GameAPI: only what the test coded actions read."""
+
+    def __init__(self):
+        self.t = 0
+        self.allow = True
+
+
+class RewardEveryStepEnv(gym.Env):
+    """Reward 1.0 on every primitive step; terminates after ``length`` steps. Exposes game/primitive_actions."""
+
+    def __init__(self, length: int = 10):
+        self.length = length
+        self.primitive_actions = list(ACTIONS)
+        self.action_space = gym.spaces.Discrete(len(ACTIONS))
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (2,), np.float32)
+        self.game = FakeGame()
+        self.actions_taken: list[int] = []
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.game = FakeGame()
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        self.actions_taken.append(int(action))
+        self.game.t += 1
+        return (np.array([self.game.t / self.length, 0.0], np.float32), 1.0, self.game.t >= self.length, False,
+                {"success": False})
+
+
+class OptionChainEnv(gym.Env):
+    """A stand-in for a CodedActionsWrapper-wrapped env with known option lengths.
+
+    Action 0: one primitive step. Action 1: an 'option' of ``option_len`` primitive steps.
+    Action 2: a 'coded action' whose precondition never holds (always masked).
+    Every env shares ``ledger`` (sync vector env: same process) so a test can total the steps taken.
+    """
+
+    def __init__(self, ledger: list | None = None, option_len: int = 5, episode_len: int = 40):
+        self.ledger = ledger if ledger is not None else []
+        self.option_len, self.episode_len = option_len, episode_len
+        self.action_space = gym.spaces.Discrete(3)
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (3,), np.float32)
+        self.t = 0
+
+    def _obs(self):
+        return np.array([self.t / self.episode_len, 1.0, 0.0], np.float32)
+
+    def _info(self, steps: int, success: bool = False):
+        return {"primitive_steps": steps, "option_reward": 0.0, "success": success,
+                "action_mask": np.array([True, True, False])}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), self._info(0)
+
+    def step(self, action):
+        action = int(action)
+        if action == 2:
+            raise AssertionError("the masked action was chosen")
+        k = 1 if action == 0 else self.option_len
+        self.t += k
+        self.ledger.append(k)
+        done = self.t >= self.episode_len
+        return self._obs(), 0.0, done, False, self._info(k, success=done)
+
+
+class OptionChainFactory:
+    def __init__(self, ledger: list):
+        self.ledger = ledger
+
+    def __call__(self):
+        return OptionChainEnv(self.ledger)
+
+
+# ---- coded actions over FakeGame (module level so they pickle) --------------------------------------
+def three_steps(game):
+    for _ in range(3):
+        yield "step"
+
+
+def raise_after_two(game):
+    yield "step"
+    yield "step"
+    raise KeyError("no tree here")
+
+
+def nothing(game):
+    return
+    yield  # a generator that yields nothing
+
+
+def bad_name(game):
+    yield "fly"
+
+
+def forever(game):
+    while True:
+        yield "step"

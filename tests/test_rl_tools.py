@@ -1,0 +1,103 @@
+"""configure_rl / train_ppo tools, reward shaping, the policy loaded back as a skill, evaluation."""
+import json
+from pathlib import Path
+
+import pytest
+
+from rl.evaluate import wilson_interval
+from tools.rl_tools import configure_rl, configure_rl_tool, train_ppo, train_ppo_tool
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "prompts" / "examples"
+
+
+def test_configure_normalises_an_alias_and_fills_defaults():
+    report = configure_rl({"task": "harvest log", "coded_actions": [(EXAMPLES / "explore.py").read_text()]})
+    assert report.ok and report.config["task"] == "collect_wood"
+    assert report.coded_action_names == ["explore"] and report.config["ppo"]["gamma"] == 0.99
+
+
+def test_configure_names_each_bad_field_and_what_is_allowed():
+    report = configure_rl({"task": "collect_wood", "obs_kind": "rgb", "colour": 1,
+                           "ppo": {"learning_rate": 5.0, "vector_mode": "threads", "epochs": 3}})
+    assert not report.ok
+    err = report.error
+    assert "obs_kind: Input should be 'symbolic' or 'pixels'" in err
+    assert "ppo.learning_rate" in err and "allowed: 1e-06 .. 0.01" in err
+    assert "ppo.vector_mode" in err and "'sync' or 'async'" in err
+    assert "ppo.epochs: unknown field" in err and "update_epochs" in err
+    assert "colour: unknown field" in err and "coded_actions" in err
+
+
+def test_configure_rejects_unknown_tasks_and_unsafe_or_broken_code():
+    assert "Did you mean" in configure_rl({"task": "collect wod"}).error
+    unsafe = configure_rl({"task": "collect_wood", "coded_actions": ["import os\ndef a(game):\n    yield 'do'\n"]})
+    assert not unsafe.ok and "coded_actions" in unsafe.error and "os" in unsafe.error
+    shaping = configure_rl({"task": "collect_wood", "shaping": "def shaping(prev, curr):\n    return open('x')\n"})
+    assert not shaping.ok and "shaping" in shaping.error
+    nofn = configure_rl({"task": "collect_wood", "shaping": "def bonus(prev, curr):\n    return 1.0\n"})
+    assert not nofn.ok and "def shaping(prev, curr)" in nofn.error
+    crafter_only = configure_rl({"task": "collect_wood", "terminate_on_success": False})
+    assert not crafter_only.ok and "reward='crafter'" in crafter_only.error
+
+
+def test_tool_wrapper_returns_json_content_and_the_report_artifact():
+    msg = configure_rl_tool.invoke({"type": "tool_call", "id": "1", "name": "configure_rl",
+                                    "args": {"rl_config": {"task": "place table"}}})
+    assert json.loads(msg.content)["config"]["task"] == "place_table"
+    assert msg.artifact.ok
+    bad = train_ppo_tool.invoke({"rl_config": {"task": "collect_wood", "ppo": {"total_steps": 5}}})
+    assert '"ok":false' in bad and "ppo.total_steps" in bad
+
+
+@pytest.mark.slow
+def test_train_ppo_with_coded_actions_and_shaping_then_run_as_skill(tmp_path):
+    from envs.crafter_env import CrafterEnv
+    from rl.policy_skill import PolicySkill
+
+    shaping = "def shaping(prev, curr):\n    return 0.1 * (curr['inventory']['wood'] - prev['inventory']['wood'])\n"
+    config = {"task": "collect_wood", "shaping": shaping, "eval_episodes": 3, "max_episode_steps": 150,
+              "coded_actions": [(EXAMPLES / n).read_text() for n in ("collect_wood.py", "explore.py")],
+              "ppo": {"total_steps": 1000, "num_envs": 2, "num_steps": 32, "progress": "none"}}
+    report = train_ppo(config, run_dir=str(tmp_path / "run"))
+    assert report.ok, report.error
+    assert 1000 <= report.steps_used < 1000 + 2 * 80
+    assert set(report.coded_action_counts) == {"collect_wood", "explore"}
+    assert sum(report.coded_action_counts.values()) > 0
+    assert report.eval_episodes == 3 and 0 <= report.final_success_rate <= 1
+    lo, hi = report.success_ci
+    assert lo <= report.final_success_rate <= hi
+    assert Path(report.learning_curve_png).exists() and Path(report.metrics_csv).exists()
+    assert json.loads((tmp_path / "run" / "evaluation.json").read_text())["seeds"][0] == 1_000_000
+
+    # the saved policy runs as a skill, also in an episode that is already under way
+    skill = PolicySkill(report.policy_path, seed=1)
+    env = CrafterEnv("make_wood_pickaxe")
+    env.reset(seed=7)
+    for _ in range(3):
+        env.step(0)
+    run = skill.run(env, max_steps=120)
+    assert run.steps >= 1 and env.episode_steps == 3 + run.steps
+    assert run.success == ("collect_wood" in env.game.achievements)
+    assert sum(run.coded_calls.values()) >= 0 and set(run.coded_calls) == {"collect_wood", "explore"}
+
+
+def test_skill_refuses_a_mismatched_observation_kind(tmp_path):
+    from envs.crafter_env import CrafterEnv
+    from rl.config import RLConfig
+    from rl.env_factory import EnvSource
+    from rl.policy_skill import PolicySkill
+    from rl.ppo import Agent, PPOSettings, save_policy
+
+    cfg = RLConfig(task="collect_wood")
+    path = save_policy(tmp_path / "p.pt", Agent((10,), 17), EnvSource.from_any(cfg), PPOSettings(), 17, [])
+    with pytest.raises(ValueError, match="obs_kind='symbolic'"):
+        PolicySkill(path).run(CrafterEnv("collect_wood", obs_kind="pixels"))
+
+
+def test_wilson_interval_matches_known_values():
+    lo, hi = wilson_interval(0, 10)
+    assert lo == 0.0 and hi == pytest.approx(0.2775, abs=1e-3)
+    lo, hi = wilson_interval(5, 10)
+    assert lo == pytest.approx(0.2366, abs=1e-3) and hi == pytest.approx(0.7634, abs=1e-3)
+    with pytest.raises(ValueError):
+        wilson_interval(11, 10)

@@ -1,0 +1,400 @@
+"""The sandbox: static checker, restricted namespace, limited child process, and the game API's
+isolation from the simulator."""
+
+from __future__ import annotations
+
+import os
+import socket
+import types
+
+import numpy as np
+import pytest
+
+from envs.coded import CodedAction
+from tools.sandbox import (
+    ALLOWED_MODULES, CodeLoadError, SandboxLimits, UnsafeCodeError, check_source, load_coded_actions,
+    run_sandboxed,
+)
+from tools.sandbox.namespace import build_namespace
+
+
+def rejection(source: str) -> str:
+    with pytest.raises(UnsafeCodeError) as info:
+        check_source(source)
+    return str(info.value)
+
+
+# --- static checker ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("module", ["os", "subprocess", "socket", "sys", "dataclasses", "operator", "importlib"])
+def test_imports_outside_the_allow_list_are_rejected_with_line_and_allowed_list(module):
+    message = rejection(f"x = 1\nimport {module}\n")
+    assert f"line 2: import of '{module}' is not allowed" in message
+    assert "allowed: math, random" in message
+
+
+def test_from_imports_of_forbidden_modules_submodules_and_private_names_are_rejected():
+    assert "line 1: import from 'os.path'" in rejection("from os.path import join\n")
+    assert "import of 'collections.abc'" in rejection("import collections.abc\n")
+    assert "private name '_inst'" in rejection("from random import _inst\n")
+    assert "import *" in rejection("from math import *\n")
+    assert "not 'execute'" in rejection("from envs.coded import execute\n")
+
+
+@pytest.mark.parametrize("source, needle", [
+    ("f = open('x', 'w')", "the name 'open' is not allowed"),
+    ("m = __import__('os')", "the name '__import__' is not allowed"),
+    ("eval('1')", "the name 'eval' is not allowed"),
+    ("exec('x = 1')", "the name 'exec' is not allowed"),
+    ("g = getattr(game, '_obs')", "the name 'getattr' is not allowed"),
+    ("t = type(game)", "the name 'type' is not allowed"),
+    ("b = __builtins__", "the name '__builtins__' is not allowed"),
+    ("g = globals()", "the name 'globals' is not allowed"),
+    ("s = ().__class__.__bases__[0].__subclasses__()", "attribute '__subclasses__' is not allowed"),
+    ("c = game.__class__", "attribute '__class__' is not allowed"),
+    ("o = game._obs", "attribute '_obs' is not allowed"),
+    ("f = game.nearest.__func__.__globals__", "attribute '__globals__' is not allowed"),
+    ("f = gen.gi_frame.f_back.f_locals", "attribute 'f_back' is not allowed"),
+    ("t = '{0.x}'.format(game)", "attribute 'format' is not allowed"),
+    ("game.health = 9", "assigning or deleting the attribute 'health' is not allowed"),
+    ("class A:\n    pass", "class definitions are not allowed"),
+    ("async def f(game):\n    pass", "async functions are not allowed"),
+])
+def test_escape_routes_are_rejected(source, needle):
+    assert needle in rejection(source)
+
+
+def test_every_violation_is_listed_with_its_line():
+    message = rejection("import os\nx = 1\ny = open('f')\nz = game._obs\n")
+    assert "line 1:" in message and "line 3:" in message and "line 4:" in message
+    assert "line 2:" not in message
+
+
+def test_syntax_error_is_reported_with_line():
+    message = rejection("def main(game):\n    yield 'do'\n    if x\n")
+    assert "line 3: syntax error" in message
+
+
+def test_empty_or_non_string_code_is_rejected_clearly():
+    assert "the code is empty" in rejection("   \n")
+    assert "must be a string" in rejection(42)  # type: ignore[arg-type]
+
+
+def test_ordinary_coded_action_passes():
+    check_source(
+        "import math\nfrom collections import deque\nfrom envs.coded import coded_action\n"
+        "@coded_action(max_steps=20)\n"
+        "def chop(game):\n"
+        "    for _ in range(3):\n"
+        "        target = game.nearest('tree')\n"
+        "        if target is None:\n"
+        "            yield from game.explore(5)\n"
+        "        else:\n"
+        "            yield from game.go_to(target)\n"
+        "            yield 'do'\n")
+
+
+# --- restricted namespace (second layer, in case the checker misses something) -------------
+
+def test_namespace_has_no_dangerous_builtins_and_imports_only_allowed_modules():
+    ns = build_namespace()
+    builtins = ns["__builtins__"]
+    for name in ("open", "exec", "eval", "compile", "getattr", "type", "globals", "vars", "object"):
+        assert name not in builtins
+    with pytest.raises(ImportError, match="import of 'os' is not allowed"):
+        exec("import os", ns)  # bypasses the checker on purpose
+    with pytest.raises(NameError):
+        exec("open('x')", build_namespace())
+
+
+@pytest.mark.parametrize("name", [m for m in ALLOWED_MODULES if m != "envs.coded"])
+def test_allowed_modules_are_served_without_submodules_or_private_names(name):
+    ns = build_namespace()
+    exec(f"import {name} as mod", ns)
+    proxy = ns["mod"]
+    assert vars(proxy), f"{name} proxy is empty"
+    for key, value in vars(proxy).items():
+        assert not key.startswith("_")
+        assert not isinstance(value, types.ModuleType), f"{name}.{key} is a module"
+
+
+def test_print_goes_to_the_output_callback():
+    seen = []
+    load_coded_actions("print('hello', 3)\ndef main(game):\n    yield 'noop'\n", output=seen.append)
+    assert seen == ["hello 3"]
+
+
+# --- loading coded actions ---------------------------------------------------------------
+
+LOADER_SOURCE = '''
+def _walk(game):
+    yield "move_left"
+
+def distance(a, b):
+    return abs(a[0] - b[0]) + abs(a[1] - b[1])
+
+@coded_action(max_steps=7)
+def chop(game):
+    yield from _walk(game)
+    yield "do"
+
+def main(game):
+    yield from chop(game)
+'''
+
+
+def test_load_coded_actions_returns_generators_in_order_and_skips_helpers():
+    actions = load_coded_actions(LOADER_SOURCE)
+    assert [a.name for a in actions] == ["chop", "main"]
+    assert all(isinstance(a, CodedAction) for a in actions)
+    assert actions[0].max_steps == 7
+    assert list(actions[1].fn(None)) == ["move_left", "do"]
+
+
+def test_decorated_non_generator_and_code_without_actions_are_errors():
+    with pytest.raises(CodeLoadError, match="not a generator"):
+        load_coded_actions("@coded_action()\ndef f(game):\n    return 1\n")
+    with pytest.raises(CodeLoadError, match="defines no coded action"):
+        load_coded_actions("def helper(x):\n    return x\n")
+
+
+def test_top_level_runtime_error_names_the_line():
+    with pytest.raises(CodeLoadError, match=r"line 2 .*ZeroDivisionError"):
+        load_coded_actions("a = 1\nb = a / 0\ndef main(game):\n    yield 'do'\n")
+
+
+# --- the limited child process -----------------------------------------------------------
+# Targets are trusted test functions: they probe the limits themselves, not the checker.
+
+def _add(a, b):
+    return a + b
+
+
+def _spin():
+    while True:
+        pass
+
+
+def _allocate(mib):
+    block = bytearray(mib * 1024 * 1024)
+    return len(block)
+
+
+def _network_probe():
+    out = {}
+    try:
+        socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        out["socket"] = "created"
+    except OSError as exc:
+        out["socket"] = str(exc)
+    out["interfaces"] = [name for _, name in socket.if_nameindex()]
+    return out
+
+
+def _write_files(size_mib):
+    with open("inside.txt", "w") as fh:
+        fh.write("ok")
+    try:
+        with open("big.bin", "wb") as fh:
+            fh.write(b"x" * (size_mib * 1024 * 1024))
+        big = "written"
+    except OSError as exc:
+        big = str(exc)
+    return {"cwd": os.getcwd(), "inside": os.path.exists("inside.txt"), "big": big}
+
+
+def _progress_then_spin(progress):
+    for i in range(3):
+        progress(i)
+    _spin()
+
+
+def test_run_sandboxed_returns_the_value():
+    result = run_sandboxed(_add, {"a": 2, "b": 3}, SandboxLimits(wall_time_s=5))
+    assert result.ok and result.value == 5 and result.kind == "ok"
+
+
+def test_endless_loop_is_killed_and_progress_survives():
+    seen = []
+    result = run_sandboxed(_progress_then_spin, {}, SandboxLimits(wall_time_s=1.5), on_progress=seen.append)
+    assert not result.ok and result.kind == "timeout"
+    assert "timed out after 1.5 s" in result.error
+    assert seen == [0, 1, 2]
+    assert run_sandboxed(_add, {"a": 1, "b": 1}, SandboxLimits(wall_time_s=5)).value == 2  # caller goes on
+
+
+def test_memory_limit_stops_a_large_allocation():
+    result = run_sandboxed(_allocate, {"mib": 400}, SandboxLimits(wall_time_s=5, memory_mb=64))
+    assert not result.ok and result.kind == "memory"
+    assert result.error == "exceeded the memory limit of 64 MiB"
+    assert run_sandboxed(_allocate, {"mib": 8}, SandboxLimits(wall_time_s=5, memory_mb=64)).value == 8 * 1024 * 1024
+
+
+def test_network_is_disabled_in_the_child():
+    result = run_sandboxed(_network_probe, {}, SandboxLimits(wall_time_s=5))
+    assert result.ok, result.error
+    assert "network access is disabled" in result.value["socket"]
+    assert result.applied["socket_patched"] is True
+    if os.geteuid() == 0:  # root (as in CI) can also get an empty network namespace
+        assert result.applied["network_namespace"] is True
+        assert result.value["interfaces"] == ["lo"]
+
+
+def test_child_works_in_a_scratch_folder_with_a_file_size_cap(tmp_path):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    result = run_sandboxed(_write_files, {"size_mib": 2}, SandboxLimits(wall_time_s=5, file_size_mb=1),
+                           scratch_dir=str(scratch))
+    assert result.ok, result.error
+    assert result.value["cwd"] == str(scratch) and result.value["inside"]
+    assert "File too large" in result.value["big"]
+    assert not os.path.exists(os.path.join(os.getcwd(), "inside.txt"))
+
+
+def test_invalid_limits_are_refused():
+    with pytest.raises(ValueError, match="wall_time_s"):
+        SandboxLimits(wall_time_s=0)
+    with pytest.raises(ValueError, match="memory_mb"):
+        SandboxLimits(memory_mb=1)
+
+
+# --- no attribute path from the game API to the simulator ----------------------------------
+
+def _reachable(root, limit=200_000):
+    """Every object reachable from `root` through attributes (dunders included), closures,
+    bound-method internals, function globals and container items. Modules are not entered:
+    none stores a live environment, which `test_no_module_global_holds_an_environment` checks."""
+    seen, stack, found = set(), [root], []
+    while stack and len(seen) < limit:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, types.ModuleType):
+            continue
+        seen.add(id(obj))
+        found.append(obj)
+        if _foreign_code(obj) or isinstance(obj, _LEAVES):
+            continue  # library code and plain values hold no reference to an episode's objects
+        children = [type(obj)]
+        if isinstance(obj, dict):
+            children += list(obj.keys()) + list(obj.values())
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            children += list(obj)
+        for name in dir(obj):
+            try:
+                children.append(object.__getattribute__(obj, name) if not isinstance(obj, type)
+                                else type.__getattribute__(obj, name))
+            except Exception:
+                continue
+        for name in ("__closure__", "__self__", "__func__", "__globals__", "__wrapped__", "__dict__"):
+            value = getattr(obj, name, None)
+            if value is not None:
+                children.append(value)
+        if isinstance(obj, types.CellType):
+            try:
+                children.append(obj.cell_contents)
+            except ValueError:
+                pass
+        stack.extend(children)
+    assert not stack, "the walk did not finish; raise the limit"
+    return found
+
+
+_OUR_PACKAGES = ("envs", "tools", "crafter")
+# Values with no outgoing references worth following; arrays also make fresh views (.T, .real)
+# on every access, which would keep an attribute walk going forever. Arrays are compared by memory.
+_LEAVES = (str, bytes, int, float, complex, bool, type(None), np.ndarray, np.generic)
+
+
+def _foreign_code(obj) -> bool:
+    if not isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType, types.MethodDescriptorType,
+                            types.WrapperDescriptorType, types.MethodWrapperType, types.GetSetDescriptorType,
+                            types.MemberDescriptorType, types.ClassMethodDescriptorType)):
+        return False
+    module = getattr(obj, "__module__", None) or ""
+    return module != __name__ and module.split(".")[0] not in _OUR_PACKAGES
+
+
+def _is_simulator_object(obj) -> bool:
+    import crafter
+    from crafter import engine, objects
+    return isinstance(obj, (crafter.Env, engine.World, engine.Textures, objects.Object))
+
+
+def _find_simulator(env):
+    """The crafter.Env inside our env, wherever the backend keeps it (searched, not hard-coded)."""
+    import crafter
+    stack = [env]
+    for _ in range(3):
+        nxt = []
+        for obj in stack:
+            for value in getattr(obj, "__dict__", {}).values():
+                if isinstance(value, crafter.Env):
+                    return value
+                nxt.append(value)
+        stack = nxt
+    raise AssertionError("no crafter.Env found inside CrafterEnv")
+
+
+def test_no_attribute_path_leads_from_the_game_api_to_the_simulator():
+    from envs.crafter_env import CrafterEnv
+
+    env = CrafterEnv(task="collect_wood")
+    env.reset(seed=3)
+    for action in (1, 2, 3, 5):
+        env.step(action)
+    sim = _find_simulator(env)
+    world = sim._world
+    live = {id(env), id(sim), id(world), id(world._mat_map), id(sim._player)}
+    objects = _reachable(env.game)
+    assert len(objects) > 1000  # the walk really went through classes, methods and globals
+    assert any(isinstance(o, dict) and "MAKE_RECIPES" in o for o in objects)  # ... reaching module globals
+    leaks = [o for o in objects if id(o) in live or _is_simulator_object(o)]
+    assert leaks == []
+    arrays = [o for o in objects if isinstance(o, np.ndarray)]
+    assert not any(np.shares_memory(a, world._mat_map) for a in arrays)
+
+
+def test_no_module_global_holds_an_environment():
+    import sys
+    from envs.crafter_env import CrafterEnv
+
+    env = CrafterEnv(task="collect_wood")
+    env.reset(seed=0)
+    for name, module in list(sys.modules.items()):
+        if name.split(".")[0] in ("envs", "tools"):
+            for value in vars(module).values():
+                assert not isinstance(value, CrafterEnv) and not _is_simulator_object(value), name
+
+
+def test_game_api_returns_copies_and_has_no_setters():
+    from envs.crafter_env import CrafterEnv
+
+    env = CrafterEnv(task="collect_wood")
+    env.reset(seed=0)
+    env.game.inventory["diamond"] = 99
+    assert env.game.inventory["diamond"] == 0
+    with pytest.raises(AttributeError):
+        env.game.health = 1  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        env.game.anything = 1  # type: ignore[attr-defined]
+
+
+def test_sandboxed_code_cannot_name_the_route_to_the_world():
+    for probe in ("w = game.__class__", "w = game._obs", "w = game._memory", "w = game.nearest.__self__",
+                  "w = game.explore(1).gi_frame"):
+        with pytest.raises(UnsafeCodeError):
+            check_source("def main(game):\n    " + probe + "\n    yield 'noop'\n")
+
+
+def test_the_walk_finds_a_simulator_hidden_in_a_closure():
+    """Guards the test above: the walk must be able to see a leak when there is one."""
+    from envs.crafter_env import CrafterEnv
+
+    env = CrafterEnv(task="collect_wood")
+    env.reset(seed=0)
+    sim = _find_simulator(env)
+
+    def leaky():
+        return sim
+
+    holder = types.SimpleNamespace(helper=leaky)
+    assert any(o is sim for o in _reachable(holder))

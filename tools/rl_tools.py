@@ -1,0 +1,176 @@
+"""configure_rl and train_ppo: the RL pipeline as LangChain tools of the fast agent.
+
+Each tool answers with a short JSON text for the model (``content``) and the full pydantic report
+(``artifact``) for the graph. Bad input never raises out of a tool: it comes back as ``ok: false``
+with a message naming the field and what is allowed.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from langchain_core.tools import StructuredTool
+from pydantic import BaseModel, Field
+
+CURVE_POINTS = 40  # the model sees a thinned curve; the CSV in the run folder keeps every update
+
+
+class ConfigureReport(BaseModel):
+    ok: bool
+    config: Optional[dict] = None
+    coded_action_names: list[str] = Field(default_factory=list)
+    error: Optional[str] = None
+
+
+class CurvePoint(BaseModel):
+    step: int
+    success_rate: Optional[float]
+    mean_return: Optional[float]
+
+
+class TrainReport(BaseModel):
+    ok: bool
+    error: Optional[str] = None
+    task: Optional[str] = None
+    steps_used: int = 0
+    """primitive environment steps spent training (counts toward the run's sample budget)"""
+    eval_steps: int = 0
+    """primitive steps spent on the held-out evaluation"""
+    wall_time_s: float = 0.0
+    learning_curve: list[CurvePoint] = Field(default_factory=list)
+    final_success_rate: Optional[float] = None
+    """success rate on held-out evaluation seeds"""
+    success_ci: Optional[tuple[float, float]] = None
+    eval_episodes: int = 0
+    final_train_success_rate: Optional[float] = None
+    coded_action_counts: dict[str, int] = Field(default_factory=dict)
+    coded_action_failures: dict[str, int] = Field(default_factory=dict)
+    coded_action_errors: list[str] = Field(default_factory=list)
+    policy_path: Optional[str] = None
+    run_dir: Optional[str] = None
+    learning_curve_png: Optional[str] = None
+    metrics_csv: Optional[str] = None
+
+
+def validate_config(config: Any):
+    """An RLConfig from a dict, JSON text or RLConfig; ValueError with a field-by-field message."""
+    from pydantic import ValidationError
+
+    from rl.config import RLConfig, config_error_message
+
+    if isinstance(config, RLConfig):
+        return config
+    if isinstance(config, str):
+        try:
+            config = json.loads(config)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"config is not valid JSON: {exc}") from exc
+    if not isinstance(config, dict):
+        raise ValueError(f"config must be a JSON object of RLConfig fields, got {type(config).__name__}")
+    try:
+        return RLConfig.model_validate(config)
+    except ValidationError as exc:
+        raise ValueError(config_error_message(exc)) from exc
+
+
+def configure_rl(config: dict) -> ConfigureReport:
+    try:
+        cfg = validate_config(config)
+    except ValueError as exc:
+        return ConfigureReport(ok=False, error=str(exc))
+    return ConfigureReport(ok=True, config=cfg.model_dump(mode="json"), coded_action_names=cfg.coded_action_names())
+
+
+def _thin(curve: list[dict], n: int) -> list[CurvePoint]:
+    if len(curve) > n:
+        idx = sorted({round(i * (len(curve) - 1) / (n - 1)) for i in range(n)})
+        curve = [curve[i] for i in idx]
+    clean = [{k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()} for row in curve]
+    return [CurvePoint(step=int(r["step"]), success_rate=r["success_rate"], mean_return=r["mean_return"])
+            for r in clean]
+
+
+def train_ppo(config: dict, run_dir: Optional[str] = None) -> TrainReport:
+    from rl.evaluate import evaluate_policy
+    from rl.ppo import train
+
+    try:
+        cfg = validate_config(config)
+    except ValueError as exc:
+        return TrainReport(ok=False, error=str(exc))
+    overrides = {"run_dir": run_dir} if run_dir else {}
+    start = time.time()
+    try:
+        result = train(cfg.ppo_settings(**overrides), cfg)
+    except (ValueError, RuntimeError) as exc:  # e.g. shaping code that raises mid-training
+        return TrainReport(ok=False, task=cfg.task, error=f"training failed: {exc}", wall_time_s=time.time() - start)
+    report = TrainReport(
+        ok=True, task=cfg.task, steps_used=result.steps_used, wall_time_s=result.wall_time_s,
+        learning_curve=_thin(result.curve, CURVE_POINTS), final_train_success_rate=result.final_train_success_rate,
+        coded_action_counts=result.coded_action_counts, coded_action_failures=result.coded_action_failures,
+        coded_action_errors=result.coded_action_errors, policy_path=result.policy_path, run_dir=result.run_dir,
+        metrics_csv=str(Path(result.run_dir) / "metrics.csv"),
+        learning_curve_png=_existing(Path(result.run_dir) / "learning_curve.png"))
+    if cfg.eval_episodes > 0:
+        ev = evaluate_policy(result.policy_path, episodes=cfg.eval_episodes)
+        report.final_success_rate, report.success_ci = ev.success_rate, (ev.ci_low, ev.ci_high)
+        report.eval_episodes, report.eval_steps = ev.episodes, ev.total_steps
+        (Path(result.run_dir) / "evaluation.json").write_text(json.dumps(ev.as_dict(), indent=2))
+    report.wall_time_s = time.time() - start
+    return report
+
+
+def _existing(path: Path) -> Optional[str]:
+    return str(path) if path.exists() else None
+
+
+def _fields_help() -> str:
+    from rl.config import PPO_BOUNDS, RLConfig
+
+    lines = [f"- {name}: {f.description}" for name, f in RLConfig.model_fields.items() if name != "ppo"]
+    ppo = ", ".join(f"{k} {v[0]}..{v[1]}" if not isinstance(v[0], str) else f"{k} in {list(v)}"
+                    for k, v in PPO_BOUNDS.items())
+    return "\n".join(lines) + f"\n- ppo: PPO settings object ({ppo})"
+
+
+class _ConfigArgs(BaseModel):
+    # not named `config`: LangChain reserves that argument name for its RunnableConfig
+    rl_config: dict = Field(description="the RL configuration as a JSON object (fields listed in the tool description)")
+
+
+class _TrainArgs(_ConfigArgs):
+    run_dir: Optional[str] = Field(None, description="folder for the run's metrics and policy (default: runs/ppo/...)")
+
+
+def _configure_rl_tool(rl_config: dict):
+    report = configure_rl(rl_config)
+    return report.model_dump_json(exclude_none=True), report
+
+
+def _train_ppo_tool(rl_config: dict, run_dir: Optional[str] = None):
+    report = train_ppo(rl_config, run_dir)
+    return report.model_dump_json(exclude_none=True), report
+
+
+def make_tools() -> list[StructuredTool]:
+    fields = f"\nFields:\n{_fields_help()}"
+    return [
+        StructuredTool.from_function(
+            func=_configure_rl_tool, name="configure_rl", args_schema=_ConfigArgs,
+            response_format="content_and_artifact",
+            description="Validate an RL configuration for a learned sub-action (task, observation, reward and "
+                        "optional shaping code, coded actions appended to the action head, termination, PPO "
+                        "settings). Returns the normalised config or the errors, naming each bad field and its "
+                        "allowed values." + fields),
+        StructuredTool.from_function(
+            func=_train_ppo_tool, name="train_ppo", args_schema=_TrainArgs, response_format="content_and_artifact",
+            description="Train PPO from a configuration (coded actions become extra actions of the policy). Returns "
+                        "the steps used, wall time, learning curve, success rate on held-out seeds with a 95% "
+                        "interval, how often each coded action was chosen and failed, and the saved policy's "
+                        "path." + fields),
+    ]
+
+
+configure_rl_tool, train_ppo_tool = make_tools()

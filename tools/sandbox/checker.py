@@ -1,0 +1,229 @@
+"""Static (AST) check of agent-written code, done before any of it runs.
+
+The checker is the first of three layers (checker, restricted builtins, separate limited process).
+Its rules close the known escape routes from a restricted `exec` namespace:
+
+- imports only from a small allow-list of pure-computation modules;
+- no attribute whose name starts with "_" (dunder walks such as `().__class__.__bases__`, and the
+  private state of the game API), and no frame/code/traceback attributes (`gi_frame.f_back` would
+  climb out of a generator into the trusted caller's frame);
+- no names that reach the interpreter (`open`, `exec`, `eval`, `getattr`, `type`, `globals`, ...);
+- no `str.format` / `format_map`, whose "{0.attr[key]}" fields read attributes by string;
+- no assignment to attributes, no classes, no async code.
+
+Every violation is reported with its line, so the fast agent can fix all of them in one go.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+# Pure-computation modules, each inspected so that none of its public names is a module
+# (which could lead on to os/sys): dataclasses, operator, string, typing are left out because
+# they expose inspect/sys, attrgetter, or Formatter. `envs.coded` gives only `coded_action`.
+ALLOWED_MODULES: dict[str, str] = {
+    "math": "math functions",
+    "random": "random numbers",
+    "itertools": "iterator building blocks",
+    "collections": "deque, Counter, defaultdict, namedtuple",
+    "functools": "lru_cache, partial, reduce",
+    "heapq": "priority queues for path search",
+    "envs.coded": "the coded_action decorator",
+}
+# Names an import of `envs.coded` may bind.
+ENVS_CODED_NAMES = frozenset({"coded_action"})
+
+FORBIDDEN_NAMES: dict[str, str] = {
+    name: "reaches the interpreter" for name in (
+        "open", "exec", "eval", "compile", "globals", "locals", "vars", "dir", "getattr",
+        "setattr", "delattr", "hasattr", "breakpoint", "input", "memoryview", "type", "object",
+        "super", "help", "exit", "quit", "classmethod", "staticmethod", "property", "id",
+        "__import__", "__builtins__", "__build_class__", "__loader__", "__spec__",
+    )
+}
+
+# Attributes that lead from a generator, function, exception or traceback to interpreter frames.
+FORBIDDEN_ATTRIBUTE_PREFIXES = ("gi_", "ag_", "cr_", "f_", "tb_", "co_")
+FORBIDDEN_ATTRIBUTES: dict[str, str] = {
+    "format": "str.format reads attributes by name; use an f-string",
+    "format_map": "str.format_map reads attributes by name; use an f-string",
+    "mro": "gives access to classes",
+    "with_traceback": "gives access to interpreter frames",
+}
+
+MAX_SOURCE_CHARS = 100_000
+
+
+class UnsafeCodeError(ValueError):
+    """Agent code broke a sandbox rule (or does not parse). `violations` holds one line per issue."""
+
+    def __init__(self, violations: list[str]):
+        self.violations = list(violations)
+        super().__init__("the code was rejected before running:\n"
+                         + "\n".join(f"  - {v}" for v in self.violations))
+
+
+@dataclass(frozen=True)
+class Violation:
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.message}" if self.line else self.message
+
+
+def _allowed_list() -> str:
+    return ", ".join(ALLOWED_MODULES)
+
+
+class _Checker(ast.NodeVisitor):
+    def __init__(self) -> None:
+        self.violations: list[Violation] = []
+
+    def _add(self, node: ast.AST, message: str) -> None:
+        self.violations.append(Violation(getattr(node, "lineno", 0), message))
+
+    # --- imports -------------------------------------------------------------------------
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            if alias.name == "envs.coded":
+                # `import envs.coded` would bind the real `envs` package; only the from-form is served.
+                self._add(node, "write `from envs.coded import coded_action` to get the decorator")
+            elif alias.name not in ALLOWED_MODULES:
+                self._add(node, f"import of '{alias.name}' is not allowed (allowed: {_allowed_list()})")
+            self._check_identifier(node, alias.asname or "", "name")
+        self.generic_visit(node)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        module = node.module or ""
+        if node.level or module not in ALLOWED_MODULES:
+            shown = "." * node.level + module
+            self._add(node, f"import from '{shown}' is not allowed (allowed: {_allowed_list()})")
+        for alias in node.names:
+            if alias.name == "*":
+                self._add(node, f"'from {module} import *' is not allowed; import the names you use")
+            elif alias.name.startswith("_"):
+                self._add(node, f"importing the private name '{alias.name}' is not allowed")
+            elif module == "envs.coded" and alias.name not in ENVS_CODED_NAMES:
+                self._add(node, f"only 'coded_action' can be imported from envs.coded, not '{alias.name}'")
+            self._check_identifier(node, alias.asname or "", "name")
+        self.generic_visit(node)
+
+    # --- names and attributes ------------------------------------------------------------
+    def _check_identifier(self, node: ast.AST, name: str, kind: str) -> None:
+        if name in FORBIDDEN_NAMES:
+            self._add(node, f"the name '{name}' is not allowed ({FORBIDDEN_NAMES[name]})")
+        elif name.startswith("__"):
+            self._add(node, f"the {kind} '{name}' is not allowed (names starting with '__' are reserved)")
+
+    def visit_Name(self, node: ast.Name) -> None:
+        self._check_identifier(node, node.id, "name")
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        attr = node.attr
+        if attr.startswith("_"):
+            self._add(node, f"access to the attribute '{attr}' is not allowed "
+                            "(attributes starting with '_' are private or reach the interpreter)")
+        elif attr in FORBIDDEN_ATTRIBUTES:
+            self._add(node, f"the attribute '{attr}' is not allowed ({FORBIDDEN_ATTRIBUTES[attr]})")
+        elif attr.startswith(FORBIDDEN_ATTRIBUTE_PREFIXES):
+            self._add(node, f"the attribute '{attr}' is not allowed (frame, code and traceback "
+                            "attributes reach the interpreter)")
+        if isinstance(node.ctx, (ast.Store, ast.Del)):
+            self._add(node, f"assigning or deleting the attribute '{attr}' is not allowed "
+                            "(the game API is read-only; keep your own state in local variables or dicts)")
+        self.generic_visit(node)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        self._check_identifier(node, node.name, "function name")
+        self.generic_visit(node)
+
+    def visit_arg(self, node: ast.arg) -> None:
+        self._check_identifier(node, node.arg, "argument name")
+        self.generic_visit(node)
+
+    def visit_keyword(self, node: ast.keyword) -> None:
+        if node.arg is not None:
+            self._check_identifier(node, node.arg, "keyword")
+        self.generic_visit(node)
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
+        if node.name:
+            self._check_identifier(node, node.name, "name")
+        self.generic_visit(node)
+
+    def visit_Global(self, node: ast.Global) -> None:
+        for name in node.names:
+            self._check_identifier(node, name, "name")
+
+    def visit_Nonlocal(self, node: ast.Nonlocal) -> None:
+        for name in node.names:
+            self._check_identifier(node, name, "name")
+
+    def visit_MatchClass(self, node: ast.MatchClass) -> None:
+        # `case C(attr=x)` reads attributes by name, like `x.attr`.
+        for attr in node.kwd_attrs:
+            if attr.startswith("_"):
+                self._add(node, f"matching on the attribute '{attr}' is not allowed")
+        self.generic_visit(node)
+
+    def visit_MatchAs(self, node: ast.MatchAs) -> None:
+        if node.name:
+            self._check_identifier(node, node.name, "name")
+        self.generic_visit(node)
+
+    def visit_MatchStar(self, node: ast.MatchStar) -> None:
+        if node.name:
+            self._check_identifier(node, node.name, "name")
+        self.generic_visit(node)
+
+    def visit_MatchMapping(self, node: ast.MatchMapping) -> None:
+        if node.rest:
+            self._check_identifier(node, node.rest, "name")
+        self.generic_visit(node)
+
+    # --- constructs with no place in a coded action --------------------------------------
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self._add(node, f"class definitions are not allowed ('{node.name}'); use functions, dicts and tuples")
+        self.generic_visit(node)
+
+    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> None:
+        self._add(node, "async functions are not allowed; a coded action is a plain generator")
+        self.generic_visit(node)
+
+    def visit_Await(self, node: ast.Await) -> None:
+        self._add(node, "'await' is not allowed")
+        self.generic_visit(node)
+
+
+def find_violations(source: str) -> list[Violation]:
+    """All rule violations in `source`, sorted by line; a syntax error is one violation."""
+    if not isinstance(source, str):
+        return [Violation(0, f"the code must be a string, got {type(source).__name__}")]
+    if len(source) > MAX_SOURCE_CHARS:
+        return [Violation(0, f"the code is {len(source)} characters long; the limit is {MAX_SOURCE_CHARS}")]
+    if not source.strip():
+        return [Violation(0, "the code is empty; write at least one generator function `def name(game): ... yield 'noop'`")]
+    try:
+        tree = ast.parse(source, filename="<agent code>")
+    except SyntaxError as exc:
+        text = (exc.text or "").strip()
+        shown = f" in `{text}`" if text else ""
+        return [Violation(exc.lineno or 0, f"syntax error: {exc.msg}{shown}")]
+    except (RecursionError, MemoryError, ValueError) as exc:
+        # ValueError: null bytes in the source; RecursionError/MemoryError: absurdly nested code.
+        return [Violation(0, f"the code could not be parsed ({type(exc).__name__}: {exc})")]
+    checker = _Checker()
+    try:
+        checker.visit(tree)
+    except RecursionError:
+        return [Violation(0, "the code is nested too deeply to check")]
+    return sorted(checker.violations, key=lambda v: v.line)
+
+
+def check_source(source: str) -> None:
+    """Raise UnsafeCodeError listing every violation (with its line) if `source` breaks a rule."""
+    violations = find_violations(source)
+    if violations:
+        raise UnsafeCodeError([str(v) for v in violations])
