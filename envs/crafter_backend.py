@@ -51,6 +51,37 @@ class _Simulator(crafter.Env):
         self._sem_view = _no_semantic_view  # Crafter's per-step full-map copy feeds only its info dict
         return None
 
+    def step(self, action):
+        # Crafter's step without its per-step frame and info dict, and with the distance test that
+        # decides which objects update done on plain ints instead of one numpy call per object.
+        # Objects only ever move themselves, so positions read before the loop are the positions
+        # each object has at its turn; the player's position is read live. Same results, step for
+        # step (tests/test_fast_worldgen.py replays both).
+        self._step += 1
+        self._update_time()
+        player = self._player
+        player.action = crafter.constants.actions[action]
+        objs = self._world.objects
+        positions = np.array([obj.pos for obj in objs]).tolist()
+        reach = 2 * max(self._view)
+        px, py = int(player.pos[0]), int(player.pos[1])
+        for obj, (ox, oy) in zip(objs, positions):
+            if obj is player:
+                player.update()
+                px, py = int(player.pos[0]), int(player.pos[1])
+            elif abs(ox - px) + abs(oy - py) < reach:
+                obj.update()
+        if self._step % 10 == 0:
+            for chunk, chunk_objs in self._world.chunks.items():
+                self._balance_chunk(chunk, chunk_objs)
+        reward = (player.health - self._last_health) / 10
+        self._last_health = player.health
+        unlocked = {name for name, count in player.achievements.items() if count > 0 and name not in self._unlocked}
+        if unlocked:
+            self._unlocked |= unlocked
+            reward += 1.0
+        return None, reward, player.health <= 0, {}
+
     def _balance_chunk(self, chunk, objs):
         # Crafter keeps each chunk's objects in a set ordered by memory address, and picks the
         # creature to despawn by index into it: sorting by position makes same-seed episodes replay.
