@@ -78,9 +78,12 @@ def draw_png_matplotlib(graph: Any, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(2.4 * width + 1.5, 1.3 * len(rows) + 1))
     for e in edges:
         (x0, y0), (x1, y1) = pos[e.source], pos[e.target]
-        back = y1 >= y0 and e.source != e.target  # an edge going up or sideways: a loop
+        back = y1 >= y0 and e.source != e.target  # an edge going up or sideways: a loop, bent right
+        span = abs(y1 - y0)
+        # a forward edge that skips rows bends left, so it does not hide behind the straight chain
+        rad = 0.35 if back else (0.15 + 0.04 * span if span > 1 else 0.0)
         arrow = FancyArrowPatch((x0, y0), (x1, y1), arrowstyle="-|>", mutation_scale=14,
-                                connectionstyle=f"arc3,rad={0.35 if back else 0.0}",
+                                connectionstyle=f"arc3,rad={rad}",
                                 linestyle="--" if e.conditional else "-", color="#555", shrinkA=18, shrinkB=18)
         ax.add_patch(arrow)
         if e.data:

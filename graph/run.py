@@ -167,8 +167,14 @@ def _open_checkpointer(path: Path):
     return conn, saver
 
 
-def _thread_config(run_id: str) -> dict[str, Any]:
-    return {"configurable": {"thread_id": run_id}, "recursion_limit": RECURSION_LIMIT}
+def _thread_config(settings: RunSettings) -> dict[str, Any]:
+    """Thread id = run id (what --resume finds); the builder sizes the recursion limit to the loops."""
+    from graph.builder import run_config
+
+    config = run_config(settings)
+    config["configurable"]["thread_id"] = settings.run_id
+    config["recursion_limit"] = max(int(config.get("recursion_limit", 0)), RECURSION_LIMIT)
+    return config
 
 
 def _settings_from_args(args: argparse.Namespace) -> tuple[RunSettings, bool]:
@@ -203,7 +209,8 @@ def _counters(values: dict[str, Any]):
 
     plan = values.get("plan") or []
     i = int(values.get("subtask_index") or 0)
-    return Counters(subtask=plan[i].get("name", "") if i < len(plan) else "", subtask_index=min(i, len(plan)),
+    return Counters(subtask=plan[i].get("name", "") if i < len(plan) else "(all done)",
+                    subtask_index=min(i, max(len(plan) - 1, 0)),
                     subtask_count=len(plan), outer_iter=int(values.get("outer_iter") or 0),
                     inner_iter=int(values.get("inner_iter") or 0),
                     steps_spent=int(values.get("env_steps_spent") or 0),
@@ -216,24 +223,33 @@ def _usage_of(model: Any) -> dict[str, Any] | None:
 
 
 def _node_summary(update: Any) -> str:
-    """A few words about what a node just decided, from its events/critiques entries."""
-    if not isinstance(update, dict):
+    """A few words about what a node just decided, from the last entry it added to `events`."""
+    if not isinstance(update, dict) or not update.get("events"):
         return ""
-    for key in ("events", "critiques"):
-        entries = update.get(key) or []
-        if entries and isinstance(entries[-1], dict):
-            e = entries[-1]
-            text = e.get("message") or e.get("feedback") or e.get("kind") or e.get("verdict") or ""
-            return str(text)[:100]
-    return ""
+    e = update["events"][-1]
+    if not isinstance(e, dict):
+        return ""
+    kind = e.get("type", "")
+    rate = f" {e['success_rate']:.0%}" if isinstance(e.get("success_rate"), (int, float)) else ""
+    if kind == "measure":
+        return f"{e.get('sub_action')} as {e.get('kind')}:{rate} -> {e.get('verdict')}"
+    if kind == "move":
+        return f"move {e.get('sub_action')} {e.get('from')} -> {e.get('to')}"
+    if kind == "plan":
+        return "plan: " + " -> ".join(e.get("subtasks") or [])
+    if kind in ("skill", "reuse"):
+        return f"{kind} {e.get('subtask')} ({e.get('kind')}{rate})"
+    if kind == "stop":
+        return f"stop: {e.get('reason')}"
+    text = e.get("message") or e.get("reason") or ""
+    return f"{kind}: {text}"[:120] if kind else str(text)[:120]
 
 
 def execute(settings: RunSettings, resumed: bool, live: bool | None, task_text: str | None = None) -> int:
-    from graph.builder import build_graph
+    from graph.builder import build_graph, start_state
     from graph.plugins import PluginError, load_plugins
     from graph.progress import RunProgress
     from graph.report import build_report, print_summary, write_report
-    from graph.state import initial_state
     from nodes.models import ModelConfigError, make_model
 
     try:
@@ -247,7 +263,7 @@ def execute(settings: RunSettings, resumed: bool, live: bool | None, task_text: 
 
     conn, saver = _open_checkpointer(settings.checkpoint_path)
     with closing(conn):
-        config = _thread_config(settings.run_id)
+        config = _thread_config(settings)
         graph = build_graph(settings, model, checkpointer=saver, plugins=plugins)
         snapshot = graph.get_state(config)
         fresh = not snapshot.values  # a run killed before its first checkpoint starts from the beginning
@@ -261,8 +277,7 @@ def execute(settings: RunSettings, resumed: bool, live: bool | None, task_text: 
             save_settings(settings)
         run_log = RunLog(settings.run_dir, resumed)
         session_index = len(run_log.sessions) - 1
-        task_text = task_text or settings.task
-        inputs = initial_state(settings.task, task_text, settings.budget_steps) if fresh else None
+        inputs = start_state(settings, task_text) if fresh else None
         progress = RunProgress(settings.run_id, settings.task, settings.budget_steps, settings.max_wall_s,
                                settings.max_model_calls, live=live, elapsed_offset=run_log.earlier_wall_s)
         if resumed and not fresh:

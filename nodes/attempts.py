@@ -57,12 +57,20 @@ def last_tool_calls(messages: Sequence[BaseMessage]) -> list[dict]:
     return []
 
 
+def _outcome(report: dict) -> str:
+    """ok | no_action (ran no step: nothing to act on) | no_success | the tool's failure kind."""
+    if report.get("failure_kind"):
+        return str(report["failure_kind"])
+    if report.get("task_success"):
+        return "ok"
+    return "no_action" if not report.get("steps") else "no_success"
+
+
 def summarise_code_runs(reports: list[dict]) -> dict[str, Any]:
     """Success rate, steps and failure breakdown over several code test runs."""
     n = len(reports)
     successes = sum(bool(r.get("task_success")) for r in reports)
-    kinds = Counter(r.get("failure_kind") or ("no_success" if not r.get("task_success") else "ok")
-                    for r in reports)
+    kinds = Counter(_outcome(r) for r in reports)
     errors = [f"seed {r.get('seed')}: {r['error']}" for r in reports if r.get("error")]
     return {
         "kind": "code", "episodes": n, "successes": successes,

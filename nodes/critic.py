@@ -125,10 +125,11 @@ def make_critic(settings: Any, model: Any):
                           more_events=[{"type": "stop", "reason": stop}])
         inner, outer = int(state.get("inner_iter", 0)), int(state.get("outer_iter", 0))
         if c["verdict"] == "revise" and inner + 1 < max_inner:
-            return {**update, "feedback": c, "inner_iter": inner + 1,
+            return {**update, "feedback": c, "inner_iter": inner + 1, "messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES)],
                     "total_inner_iters": state.get("total_inner_iters", 0) + 1, "route": "fast", "events": events}
         if c["verdict"] in ("move", "revise") and outer + 1 < max_outer:
             return {**update, "feedback": c, "inner_iter": 0, "outer_iter": outer + 1,
+                    "messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES)],
                     "total_outer_iters": state.get("total_outer_iters", 0) + 1, "route": "slow", "events": events}
         chosen = best[subtask]
         if chosen["success_rate"] >= threshold:

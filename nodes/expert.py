@@ -185,10 +185,10 @@ class ExpertModel:
             first = (result.get("errors") or ["?"])[0]
             return Critique(**base, verdict="revise", feedback=(
                 f"{errors} of {n} test runs raised errors, e.g. {first[:300]}; fix the code"))
-        not_applicable = outcomes.get("precondition", 0)
+        not_applicable = outcomes.get("precondition", 0) + outcomes.get("no_action", 0)
         return Critique(**base, verdict="move", move_to="rl", feedback=(
             f"code succeeded on {ok}/{n} test seeds ({base['success_rate']:.0%} < target {target:.0%}); "
-            f"{not_applicable} failed because the precondition did not hold (nothing to act on in view) and "
+            f"{not_applicable} did nothing because the precondition did not hold (nothing to act on in view) and "
             f"{failures - not_applicable} ran without success: the code cannot adapt to the world, so learn "
             "when to call it with RL, keeping it as a coded action"))
 

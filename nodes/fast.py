@@ -44,7 +44,8 @@ def current_versions(state: dict, subtask: str) -> dict[str, str]:
     return versions
 
 
-def fast_context(state: dict, settings: Any) -> dict[str, Any]:
+def fast_context(state: dict, settings: Any, round_: Sequence[Any] = ()) -> dict[str, Any]:
+    """The facts of the attempt; `round_` is the tool round just answered (empty for a fresh attempt)."""
     subtask = state["plan"][state["subtask_index"]]["name"]
     decomposition = state["decomposition"]
     rl_names = [a["name"] for a in decomposition["sub_actions"] if a["kind"] == "rl"]
@@ -64,7 +65,7 @@ def fast_context(state: dict, settings: Any) -> dict[str, Any]:
         "run_dir": str(run_dir.resolve()),
         "ppo_defaults": {**PPO_DEFAULTS, "seed": int(knob(settings, "seed", 0)) + 1},
     }
-    for message in last_tool_round(state.get("messages", [])):
+    for message in round_:
         if message.name == CONFIGURE_TOOL:
             report = report_of(message)
             if report.get("ok"):
@@ -100,7 +101,8 @@ def _versions_from(calls: Sequence[dict], state: dict, subtask: str) -> tuple[li
 def make_fast(settings: Any, model: Any, tools: Sequence[Any]):
     def fast(state: dict) -> dict:
         messages = state.get("messages", [])
-        round_ = last_tool_round(messages)
+        # back from the ToolNode within an attempt; from slow or critic, a fresh attempt starts
+        round_ = last_tool_round(messages) if state.get("route") == "tools" else []
         update: dict = {}
         if round_:  # back from a non-measuring tool round (configure_rl, plugin tools): count its steps
             update["env_steps_spent"] = int(state.get("env_steps_spent", 0)) + steps_of(messages)
@@ -112,7 +114,7 @@ def make_fast(settings: Any, model: Any, tools: Sequence[Any]):
         rounds = sum(isinstance(m, AIMessage) for m in messages)
         if round_ and rounds >= MAX_TOOL_ROUNDS:  # e.g. a model that keeps sending invalid configs
             return {**update, "route": "critic"}
-        context = fast_context(current, settings)
+        context = fast_context(current, settings, round_)
         subtask = context["subtask"]
         if round_:
             prompt = list(messages)

@@ -336,6 +336,7 @@ def _train_loop(s: PPOSettings, env_source, envs, device: torch.device, run_name
         # ---- collect: stop as soon as the budget is spent, even mid-rollout -------------------------
         t_used = 0
         for t in range(T):
+            _keep_threads(s.torch_threads)
             buf.obs[t] = next_obs
             buf.masks[t] = next_mask
             with torch.no_grad():
@@ -384,6 +385,7 @@ def _train_loop(s: PPOSettings, env_source, envs, device: torch.device, run_name
             if global_step >= s.total_steps:
                 break
 
+        _keep_threads(s.torch_threads)
         # ---- advantages ---------------------------------------------------------------------------
         with torch.no_grad():
             next_value = agent.get_value(next_obs)
@@ -458,6 +460,13 @@ def _update(agent, optimizer, s: PPOSettings, batch, mb_size, b_obs, b_masks, b_
             break
     return {"policy_loss": pg_loss.item(), "value_loss": v_loss.item(), "entropy": entropy_loss.item(),
             "approx_kl": approx_kl.item(), "clipfrac": float(np.mean(clipfracs)) if clipfracs else 0.0}
+
+
+def _keep_threads(n: int) -> None:
+    """Re-assert the learner's thread count: libraries in the env (numba's OpenMP pool, used by Crafter's
+    world generation) can reset the process-wide OpenMP thread count, which made updates ~10x slower."""
+    if torch.get_num_threads() != max(1, n):
+        torch.set_num_threads(max(1, n))
 
 
 def _mask(infos: dict, n: int, n_actions: int) -> np.ndarray:

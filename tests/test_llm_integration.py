@@ -10,37 +10,21 @@ from __future__ import annotations
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
-from langchain_core.tools import tool
-from pydantic import BaseModel, Field
 
+from envs.tasks import TASKS
+from graph.schemas import Plan
+from graph.settings import RunSettings
 from llm_server import LlamaServer
 from nodes.llm import LLMModel
 from nodes.models import ModelOutputError, make_model
+from nodes.planner import make_planner
+from tools.run_code import run_code_in_env
 
 pytestmark = [pytest.mark.llm, pytest.mark.timeout(900)]
 
-# Small answers keep each request to seconds on one CPU thread; bounded fields keep the
-# grammar-constrained JSON short enough to finish inside that limit.
+# Small answers keep each request to seconds on one CPU thread. The real planner schema and the
+# real fast-agent tool are used; only the model step runs (the tool is never invoked).
 MAX_TOKENS = 200
-
-
-class Subtask(BaseModel):
-    """One step of the plan, in tech-tree order."""
-
-    name: str = Field(min_length=1, max_length=40, description="short name, e.g. collect_wood")
-    goal: str = Field(min_length=1, max_length=80, description="what success looks like")
-
-
-class TaskPlan(BaseModel):
-    """The planner's decomposition of a Crafter task into subtasks."""
-
-    subtasks: list[Subtask] = Field(min_length=1, max_length=3)
-
-
-@tool
-def run_code_in_env(code: str, episodes: int = 1) -> str:
-    """Run a coded action (a Python generator `def act(game): ... yield "do"`) in Crafter."""
-    raise AssertionError("the integration test only asks for the call; it never runs the tool")
 
 
 @pytest.fixture(scope="module")
@@ -62,18 +46,17 @@ def assert_clear_output_error(err: ModelOutputError, role: str) -> None:
     assert err.last_error.strip() and "--model expert" in msg
 
 
-def test_planner_step_gives_a_plan_or_a_clear_error(model):
-    messages = [
-        SystemMessage(content="You split Crafter tasks into subtasks. Call TaskPlan."),
-        HumanMessage(content="Task: collect wood. Give 1 to 3 subtasks."),
-    ]
+def test_planner_node_gives_a_plan_or_a_clear_error(model):
+    # The real planner node: its prompt templates, the Plan schema, the real client.
+    planner = make_planner(RunSettings(task="collect_wood"), model)
+    state = {"task": "collect_wood", "budget_steps": 100_000, "env_steps_spent": 0}
     try:
-        plan = model.structured("planner", messages, TaskPlan, {"task": "collect_wood"})
+        update = planner(state)
     except ModelOutputError as err:
         assert_clear_output_error(err, "planner")
     else:
-        assert isinstance(plan, TaskPlan) and 1 <= len(plan.subtasks) <= 3
-        assert all(1 <= len(s.name) <= 40 for s in plan.subtasks)
+        assert update["route"] == "subtask" and isinstance(update["plan"], list)
+        assert all(s["name"] in TASKS for s in update["plan"])  # Plan validates task names
     usage = model.usage.roles["planner"]
     assert 1 <= usage.calls <= 2
     assert usage.prompt_tokens > 0 and usage.completion_tokens > 0  # read from the real server
@@ -100,12 +83,12 @@ def test_make_model_reaches_the_local_server_without_a_key(server, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
     model = make_model(server.model_id, max_tokens=MAX_TOKENS, network_retries=0, output_retries=0)
-    messages = [HumanMessage(content="Task: collect wood. Call TaskPlan with one subtask.")]
+    messages = [HumanMessage(content="Task: collect wood. Call Plan with one subtask.")]
     try:
-        plan = model.structured("planner", messages, TaskPlan)
+        plan = model.structured("planner", messages, Plan)
     except ModelOutputError as err:
         assert "1 attempt." in str(err) and err.last_error.strip()
     else:
-        assert isinstance(plan, TaskPlan)
+        assert isinstance(plan, Plan)
     assert model.usage.total().calls == 1
     assert "planner" in model.usage.summary_table(model.name)

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
+import sysconfig
 import types
+import warnings
 
 import numpy as np
 import pytest
@@ -260,17 +263,25 @@ def test_invalid_limits_are_refused():
 
 # --- no attribute path from the game API to the simulator ----------------------------------
 
-def _reachable(root, limit=200_000):
-    """Every object reachable from `root` through attributes (dunders included), closures,
-    bound-method internals, function globals and container items. Modules are not entered:
-    none stores a live environment, which `test_no_module_global_holds_an_environment` checks."""
-    seen, stack, found = set(), [root], []
+def _search(root, is_target, limit=300_000):
+    """Walk every object reachable from `root` through attributes (dunders included), closures,
+    bound-method internals, function globals and container items; return (first target found or
+    None, objects visited, whether the walk finished). Modules are not entered: none stores a live
+    environment, which `test_no_module_global_holds_an_environment` checks."""
+    with warnings.catch_warnings():  # reading deprecated attributes along the way warns
+        warnings.simplefilter("ignore")
+        return _walk(root, is_target, limit)
+
+
+def _walk(root, is_target, limit):
+    seen, stack = set(), [root]
     while stack and len(seen) < limit:
         obj = stack.pop()
         if id(obj) in seen or isinstance(obj, types.ModuleType):
             continue
         seen.add(id(obj))
-        found.append(obj)
+        if is_target(obj):
+            return obj, len(seen), False
         if _foreign_code(obj) or isinstance(obj, _LEAVES):
             continue  # library code and plain values hold no reference to an episode's objects
         children = [type(obj)]
@@ -294,23 +305,29 @@ def _reachable(root, limit=200_000):
             except ValueError:
                 pass
         stack.extend(children)
-    assert not stack, "the walk did not finish; raise the limit"
-    return found
+    return None, len(seen), not stack
 
 
-_OUR_PACKAGES = ("envs", "tools", "crafter")
+_LIBRARY_DIRS = tuple(os.path.realpath(sysconfig.get_paths()[k]) for k in ("stdlib", "purelib", "platlib"))
 # Values with no outgoing references worth following; arrays also make fresh views (.T, .real)
 # on every access, which would keep an attribute walk going forever. Arrays are compared by memory.
 _LEAVES = (str, bytes, int, float, complex, bool, type(None), np.ndarray, np.generic)
+_CODE_TYPES = (type, types.FunctionType, types.BuiltinFunctionType, types.MethodDescriptorType,
+               types.WrapperDescriptorType, types.MethodWrapperType, types.GetSetDescriptorType,
+               types.MemberDescriptorType, types.ClassMethodDescriptorType)
 
 
 def _foreign_code(obj) -> bool:
-    if not isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType, types.MethodDescriptorType,
-                            types.WrapperDescriptorType, types.MethodWrapperType, types.GetSetDescriptorType,
-                            types.MemberDescriptorType, types.ClassMethodDescriptorType)):
+    """A function or class of the standard library or an installed package other than crafter:
+    such code holds no reference to one episode's objects, and walking it all would take minutes."""
+    if not isinstance(obj, _CODE_TYPES):
         return False
-    module = getattr(obj, "__module__", None) or ""
-    return module != __name__ and module.split(".")[0] not in _OUR_PACKAGES
+    name = getattr(obj, "__module__", None) or "builtins"
+    if name.split(".")[0] == "crafter":
+        return False
+    module = sys.modules.get(name)
+    path = getattr(module, "__file__", None)
+    return path is None or os.path.realpath(path).startswith(_LIBRARY_DIRS)
 
 
 def _is_simulator_object(obj) -> bool:
@@ -344,17 +361,19 @@ def test_no_attribute_path_leads_from_the_game_api_to_the_simulator():
     sim = _find_simulator(env)
     world = sim._world
     live = {id(env), id(sim), id(world), id(world._mat_map), id(sim._player)}
-    objects = _reachable(env.game)
-    assert len(objects) > 1000  # the walk really went through classes, methods and globals
-    assert any(isinstance(o, dict) and "MAKE_RECIPES" in o for o in objects)  # ... reaching module globals
-    leaks = [o for o in objects if id(o) in live or _is_simulator_object(o)]
-    assert leaks == []
-    arrays = [o for o in objects if isinstance(o, np.ndarray)]
-    assert not any(np.shares_memory(a, world._mat_map) for a in arrays)
+
+    def leaks(obj):
+        return (id(obj) in live or _is_simulator_object(obj)
+                or (isinstance(obj, np.ndarray) and np.shares_memory(obj, world._mat_map)))
+
+    hit, visited, finished = _search(env.game, leaks)
+    assert hit is None, f"the game API reaches {type(hit)}"
+    assert finished and visited > 1000  # the walk really went through classes, methods and globals
+    recipes, _, _ = _search(env.game, lambda o: isinstance(o, dict) and "MAKE_RECIPES" in o)
+    assert recipes is not None  # ... including module globals
 
 
 def test_no_module_global_holds_an_environment():
-    import sys
     from envs.crafter_env import CrafterEnv
 
     env = CrafterEnv(task="collect_wood")
@@ -396,5 +415,5 @@ def test_the_walk_finds_a_simulator_hidden_in_a_closure():
     def leaky():
         return sim
 
-    holder = types.SimpleNamespace(helper=leaky)
-    assert any(o is sim for o in _reachable(holder))
+    hit, _, _ = _search(types.SimpleNamespace(helper=leaky), lambda o: o is sim)
+    assert hit is sim
