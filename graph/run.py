@@ -99,7 +99,7 @@ SETTING_OPTIONS = ("task", "env", "model", "budget_steps", "max_outer_iters", "m
 class RunLog:
     """events.jsonl (one line per finished node) and sessions.json (wall time of each process)."""
 
-    def __init__(self, run_dir: Path, resumed: bool):
+    def __init__(self, run_dir: Path, resumed: bool, read_only: bool = False):
         self.run_dir = run_dir
         self.sessions_path = run_dir / SESSIONS_FILE
         self.events_path = run_dir / EVENTS_FILE
@@ -111,8 +111,9 @@ class RunLog:
                 self.sessions = []  # a torn write from a killed process: the wall time of old sessions is lost
         self.session = {"pid": os.getpid(), "resumed": resumed, "started": time.time(), "ended": time.time(),
                         "nodes": 0}
-        self.sessions.append(self.session)
-        self._save_sessions()
+        if not read_only:  # read_only: only look at a finished run's sessions
+            self.sessions.append(self.session)
+            self._save_sessions()
 
     @property
     def earlier_wall_s(self) -> float:
@@ -241,8 +242,8 @@ def _node_summary(update: Any) -> str:
         return f"{kind} {e.get('subtask')} ({e.get('kind')}{rate})"
     if kind == "stop":
         return f"stop: {e.get('reason')}"
-    text = e.get("message") or e.get("reason") or ""
-    return f"{kind}: {text}"[:120] if kind else str(text)[:120]
+    text = str(e.get("message") or e.get("reason") or "")
+    return (f"{kind}: {text}" if kind and text else kind or text)[:120]
 
 
 def execute(settings: RunSettings, resumed: bool, live: bool | None, task_text: str | None = None) -> int:
@@ -267,9 +268,11 @@ def execute(settings: RunSettings, resumed: bool, live: bool | None, task_text: 
         graph = build_graph(settings, model, checkpointer=saver, plugins=plugins)
         snapshot = graph.get_state(config)
         fresh = not snapshot.values  # a run killed before its first checkpoint starts from the beginning
-        if resumed and not fresh and not snapshot.next:
+        # finished = nothing left to run; a node that completed just before a kill has its writes saved
+        # (it is in snapshot.tasks, not in snapshot.next) and resuming applies them without re-running it
+        if resumed and not fresh and not snapshot.next and not snapshot.tasks:
             print(f"run {settings.run_id} had already finished; its summary:", file=sys.stderr)
-            old_log = RunLog(settings.run_dir, resumed=True)
+            old_log = RunLog(settings.run_dir, resumed=True, read_only=True)
             report = build_report(settings, snapshot.values, old_log.wall_s, usage=old_log.usage())
             print_summary(report, *write_report(report, settings.run_dir))
             return EXIT_OK
@@ -281,8 +284,11 @@ def execute(settings: RunSettings, resumed: bool, live: bool | None, task_text: 
         progress = RunProgress(settings.run_id, settings.task, settings.budget_steps, settings.max_wall_s,
                                settings.max_model_calls, live=live, elapsed_offset=run_log.earlier_wall_s)
         if resumed and not fresh:
-            done = ", ".join(snapshot.next)
-            progress.message(f"resuming run {settings.run_id} at node(s) {done}")
+            if snapshot.next:
+                progress.message(f"resuming run {settings.run_id} at node(s) {', '.join(snapshot.next)}")
+            else:
+                names = ", ".join(t.name for t in snapshot.tasks)
+                progress.message(f"resuming run {settings.run_id} after node(s) {names} (finished, not re-run)")
         try:
             with progress:
                 if snapshot.values:

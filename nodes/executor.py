@@ -14,7 +14,8 @@ from typing import Any
 
 from envs.seeds import eval_seeds
 from envs.tasks import TASKS
-from nodes.limits import knob
+from nodes.limits import knob, skill_threshold
+from nodes.skills_io import skill_from_best
 
 
 class _ChainStep:
@@ -97,12 +98,17 @@ def make_executor(settings: Any, model: Any):
     seed = int(knob(settings, "seed", 0))
 
     def executor(state: dict) -> dict:
+        skills = dict(state.get("skills") or {})
+        # a limit may stop the loops mid-subtask: its best attempt so far is what was reached
+        for sub in state.get("plan", []):
+            if sub["name"] not in skills and sub["name"] in (state.get("best") or {}):
+                skills[sub["name"]] = skill_from_best(state, sub["name"], skill_threshold(settings))
         try:
-            result = evaluate_chain(state["task"], state.get("plan", []), state.get("skills") or {}, episodes, seed)
+            result = evaluate_chain(state["task"], state.get("plan", []), skills, episodes, seed)
         except (ValueError, FileNotFoundError, RuntimeError) as exc:  # a broken skill: report it, do not crash
             result = {"ran": False, "reason": f"the chain could not run: {exc}", "episodes": 0,
                       "success_rate": None, "steps": 0}
-        return {"evaluation": result, "eval_steps": int(result.get("steps", 0)), "route": "report",
+        return {"skills": skills, "evaluation": result, "eval_steps": int(result.get("steps", 0)), "route": "report",
                 "events": [{"type": "evaluate", "success_rate": result.get("success_rate"),
                             "episodes": result.get("episodes"), "ran": result["ran"]}]}
 

@@ -30,7 +30,8 @@ def skill_threshold(settings: Any) -> float:
 
 
 def test_episodes(settings: Any) -> int:
-    return int(knob(settings, "test_episodes", DEFAULT_TEST_EPISODES))
+    default = min(DEFAULT_TEST_EPISODES, int(knob(settings, "eval_episodes", DEFAULT_TEST_EPISODES)))
+    return int(knob(settings, "test_episodes", default))
 
 
 def budget_left(state: dict) -> int:

@@ -18,6 +18,7 @@ from nodes.llm_output import (
     InvalidOutput,
     parse_structured,
     render_answer,
+    signature,
     tool_name,
     validated_tool_calls,
 )
@@ -89,8 +90,9 @@ class LLMModel:
             return raw, lambda: parse_structured(raw, schema)
 
         return self._ask(role, messages, f"{schema.__name__} (structured answer)", answer,
-                         f"Answer again by calling the function `{schema.__name__}` with "
-                         "arguments that fit its schema.")
+                         f"Answer again by calling the function {signature(schema)}\n"
+                         "with arguments that fit its schema. If you cannot call functions, "
+                         "answer with only the JSON object of its arguments.")
 
     def tool_call(self, role: str, messages: Sequence[BaseMessage], tools: Sequence[Any],
                   context: Mapping[str, Any] | None = None) -> AIMessage:
@@ -106,9 +108,11 @@ class LLMModel:
             raw = bound.invoke(msgs)
             return raw, lambda: validated_tool_calls(raw, tools)
 
+        listing = "\n".join(f"- {signature(t)}" for t in tools)
         return self._ask(role, messages, f"tool call (one of: {', '.join(names)})", answer,
-                         f"Answer again with a call to one of the tools: {', '.join(names)}, "
-                         "with arguments that fit its schema.")
+                         "Answer again with a call to one of these tools, with arguments that fit "
+                         f"its schema:\n{listing}\nIf you cannot call tools, answer with only a JSON "
+                         'object {"name": <tool name>, "arguments": {...}}.')
 
     # -- shared retry loop ----------------------------------------------------------------------
 

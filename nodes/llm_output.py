@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 
 from langchain_core.messages import AIMessage
 from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ValidationError
 
 MAX_LISTED_ERRORS = 8
@@ -186,6 +187,21 @@ def validated_tool_calls(message: AIMessage, tools: Sequence[Any]) -> AIMessage:
             raise InvalidOutput(f"there is no tool named `{call['name']}`; the tools are: {known}.")
         check_tool_args(by_name[call["name"]], call["args"])
     return message
+
+
+def signature(tool_or_schema: Any) -> str:
+    """`name(arg: type, opt?: type): description`, the short form a re-ask shows the model.
+
+    Servers whose chat template drops the tool list (llama.cpp without a forced tool) leave the
+    model blind to the tools; this line is what lets it answer with JSON the parsers accept.
+    """
+    fn = convert_to_openai_tool(tool_or_schema)["function"]
+    params = fn.get("parameters", {})
+    required = set(params.get("required", []))
+    args = ", ".join(f"{k}{'' if k in required else '?'}: {v.get('type', 'any')}"
+                     for k, v in params.get("properties", {}).items())
+    doc = (fn.get("description") or "").strip().splitlines()
+    return f"{fn['name']}({args})" + (f": {doc[0]}" if doc else "")
 
 
 def render_answer(message: AIMessage) -> str:

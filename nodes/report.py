@@ -1,6 +1,6 @@
-"""Report node: what the run reached, in one dict (state['report'], and report.json in the run folder).
+"""Report node: what the run reached, in one dict (state['report']).
 
-It shows both loops at work (every measurement with its verdict, every code<->rl move and the
+The node keeps it in the state; the application shell writes the files. It shows both loops at work (every measurement with its verdict, every code<->rl move and the
 numbers behind it), the environment steps spent against the budget, the held-out evaluation
 (its steps counted apart: evaluation, not training), and model calls and tokens per role
 (the expert makes calls but uses no tokens).
@@ -8,9 +8,7 @@ numbers behind it), the environment steps spent against the budget, the held-out
 
 from __future__ import annotations
 
-import json
 import time
-from pathlib import Path
 from typing import Any
 
 from nodes.limits import knob
@@ -80,12 +78,8 @@ def format_report(report: dict) -> str:
 
 def make_report(settings: Any, model: Any):
     def report(state: dict) -> dict:
+        # the CLI (graph.run) writes report.json/report.md from the final state, this dict included
         data = build_report(state, settings, model)
-        run_dir = knob(settings, "run_dir", None)
-        if run_dir is not None:
-            path = Path(run_dir)
-            path.mkdir(parents=True, exist_ok=True)
-            (path / "report.json").write_text(json.dumps(data, indent=2, default=str))
         return {"report": data, "usage": data["usage"]}
 
     return report

@@ -62,6 +62,8 @@ verdict on the numbers, and say concretely what to change.""",
 def _block(title: str, value: Any) -> str:
     if value is None or value == [] or value == {}:
         return ""
+    if isinstance(value, list) and all(isinstance(v, (int, float, str)) for v in value):
+        value = json.dumps(value)  # short lists of scalars on one line
     if not isinstance(value, str):
         value = json.dumps(value, indent=1, sort_keys=True, default=str)
     return f"## {title}\n{value}\n"

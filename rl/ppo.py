@@ -28,7 +28,6 @@ import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn as nn
-from torch.distributions import Categorical
 
 from rl.run_log import RunLogger
 
@@ -174,10 +173,14 @@ class Agent(nn.Module):
         logits = self.actor(feats)
         if mask is not None:
             logits = torch.where(mask, logits, torch.full_like(logits, MASKED_LOGIT))
-        dist = Categorical(logits=logits)
+        # plain tensor ops instead of torch.distributions.Categorical: its argument checks cost more than
+        # the network itself at the small batches of the rollout loop
+        logp_all = torch.log_softmax(logits, dim=-1)
         if action is None:
-            action = logits.argmax(-1) if deterministic else dist.sample()
-        return action, dist.log_prob(action), dist.entropy(), self.critic(feats).squeeze(-1)
+            action = logits.argmax(-1) if deterministic else torch.multinomial(logp_all.exp(), 1).squeeze(-1)
+        logprob = logp_all.gather(-1, action.unsqueeze(-1)).squeeze(-1)
+        entropy = -(logp_all.exp() * logp_all).sum(-1)  # masked entries: 0 * finite = 0, never NaN
+        return action, logprob, entropy, self.critic(feats).squeeze(-1)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -315,6 +318,7 @@ def _train_loop(s: PPOSettings, env_source, envs, device: torch.device, run_name
     buf = Rollout(T, N, obs_space.shape, obs_dtype, n_actions, device)
     log = RunLogger(s, run_name, total=s.total_steps)
 
+    start = time.time()  # the clock includes the first reset (world generation), as SB3's learn() does
     obs_np, infos = envs.reset(seed=s.seed)
     next_obs = torch.as_tensor(obs_np, device=device).to(obs_dtype)
     next_mask = torch.as_tensor(_mask(infos, N, n_actions), device=device)
@@ -326,7 +330,6 @@ def _train_loop(s: PPOSettings, env_source, envs, device: torch.device, run_name
     coded_fail = dict.fromkeys(coded_names, 0)
     coded_errors: list[str] = []
     global_step, update = 0, 0
-    start = time.time()
 
     while global_step < s.total_steps:
         update += 1

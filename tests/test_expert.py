@@ -137,9 +137,6 @@ def test_fast_tests_filled_code_on_every_seed():
 def test_fast_chains_prior_skills_in_a_main_program():
     model = ExpertModel()
     table = _decompose(model, "place_table", {"kind": "place", "item": "table"}).model_dump()
-    wood_src = split_functions(model.tool_call("fast", [], [_Named("run_code_in_env")], _fast_context(
-        _decompose(model, "collect_wood", WOOD_TEMPLATE).model_dump()))["tool_calls"][0]["args"]["code"]
-        if False else "")
     from nodes.expert import write_source
 
     prior = [{"subtask": "collect_wood", "kind": "code", "main": "collect_wood",
@@ -150,7 +147,7 @@ def test_fast_chains_prior_skills_in_a_main_program():
     assert "action" not in ai.tool_calls[0]["args"]
     assert [a.name for a in load_coded_actions(code)] == ["collect_wood", "place_table", "main"]
     assert code.index("yield from collect_wood(game)") < code.index("yield from place_table(game)")
-    assert wood_src == ""
+    assert set(split_functions(code)) == {"collect_wood", "place_table", "main"}
 
 
 class _Named:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
@@ -14,7 +12,7 @@ from nodes.expert import ExpertModel
 
 
 def _settings(tmp_path, **over) -> RunSettings:
-    values = dict(task="harvest log", budget_steps=4000, train_steps=1000, eval_episodes=3,
+    values = dict(task="harvest log", budget_steps=4000, train_steps=1000, eval_episodes=3, test_episodes=8,
                   max_inner_iters=2, max_outer_iters=2, out_dir=tmp_path / "runs", run_id="t1")
     values.update(over)
     return RunSettings(**values)
@@ -67,8 +65,6 @@ def test_harvest_log_reports_budget_evaluation_and_usage(harvest_run):
     assert set(report["usage"]) == {"planner", "slow", "fast", "critic"}
     assert all(u["prompt_tokens"] == 0 and u["completion_tokens"] == 0 for u in report["usage"].values())
     assert report["usage"]["critic"]["calls"] == len(final["results"])
-    saved = json.loads((settings.run_dir / "report.json").read_text())
-    assert saved["moves"] == report["moves"]
     assert seen and all(r in ("fast", "slow", "subtask", "planner", "executor") for r in seen)
     # the checkpointer holds the finished run
     assert graph.get_state(run_config(settings)).values["report"] == report

@@ -133,7 +133,7 @@ def test_invalid_json_is_retried_with_the_error_then_succeeds():
     assert isinstance(second[2], AIMessage) and '"subtasks"' in second[2].content
     assert not second[2].tool_calls  # re-sent answers carry no dangling tool calls
     assert "no valid JSON object" in last_human(second)
-    assert "`Plan`" in last_human(second)
+    assert "Plan(subtasks: array)" in last_human(second)
     assert m.usage.roles["planner"].calls == 2 and m.usage.roles["planner"].retries == 1
 
 
@@ -194,6 +194,9 @@ def test_unknown_tool_is_retried_with_the_tool_list():
     assert m.tool_call("fast", PROMPT, [run_code, train]).tool_calls[0]["name"] == "train"
     feedback = last_human(chat.prompts[1])
     assert "no tool named `launch_rockets`" in feedback and "run_code, train" in feedback
+    # the re-ask lists each tool's arguments: a server that dropped the tool list still shows them
+    assert "- run_code(source: string, episodes?: integer): Run a coded action" in feedback
+    assert "- train(steps: integer): Train PPO." in feedback
     assert "called `launch_rockets`" in chat.prompts[1][2].content
 
 

@@ -1,0 +1,36 @@
+"""The Crafter benchmark's score: the geometric mean of the 22 achievements' success rates.
+
+Hafner (2021), "Benchmarking the Spectrum of Agent Capabilities": S = exp(mean_i ln(1 + s_i)) - 1,
+with s_i the percentage (0..100) of episodes in which achievement i was unlocked at least once.
+The +1 keeps an achievement that is never unlocked from zeroing the whole score.
+"""
+from __future__ import annotations
+
+import math
+from typing import Iterable, Mapping
+
+from envs.tasks import ACHIEVEMENTS
+
+
+def crafter_score(success_percent: Mapping[str, float] | Iterable[float]) -> float:
+    """The score in percent from per-achievement success rates given in percent (0..100)."""
+    values = list(success_percent.values()) if isinstance(success_percent, Mapping) else list(success_percent)
+    if not values:
+        raise ValueError("the Crafter score needs at least one achievement's success rate")
+    for v in values:
+        if not 0.0 <= float(v) <= 100.0:
+            raise ValueError(f"success rates are percentages in [0, 100], got {v}")
+    return math.exp(sum(math.log1p(float(v)) for v in values) / len(values)) - 1.0
+
+
+def achievement_rates(episodes: list[set[str] | frozenset[str] | list[str]],
+                      achievements: tuple[str, ...] = ACHIEVEMENTS) -> dict[str, float]:
+    """Percent of episodes that unlocked each achievement at least once (all 22, zeros included)."""
+    if not episodes:
+        raise ValueError("achievement rates need at least one episode")
+    n = len(episodes)
+    unlocked = [set(e) for e in episodes]
+    unknown = sorted(set().union(*unlocked) - set(achievements))
+    if unknown:
+        raise ValueError(f"unknown achievements {unknown}; Crafter's are: {', '.join(achievements)}")
+    return {a: 100.0 * sum(a in e for e in unlocked) / n for a in achievements}

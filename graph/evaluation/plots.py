@@ -1,0 +1,100 @@
+"""PNG plots of the tables (matplotlib, Agg backend: no display needed)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+import numpy as np  # noqa: E402
+
+from graph.evaluation.tables import Table  # noqa: E402
+
+
+def _err(rows: list[dict], key: str) -> tuple[np.ndarray, np.ndarray]:
+    vals = np.array([r.get(key) if r.get(key) is not None else np.nan for r in rows], dtype=float)
+    lo = np.array([r.get(f"{key}_ci_low") if r.get(f"{key}_ci_low") is not None else np.nan for r in rows], float)
+    hi = np.array([r.get(f"{key}_ci_high") if r.get(f"{key}_ci_high") is not None else np.nan for r in rows], float)
+    return vals, np.nan_to_num(np.vstack([vals - lo, hi - vals]))
+
+
+def _bars(ax, labels: list[str], vals: np.ndarray, err: np.ndarray | None, colors: list[str]) -> None:
+    x = np.arange(len(labels))
+    ax.bar(x, np.nan_to_num(vals), yerr=err, capsize=4, color=colors)
+    ax.set_xticks(x, labels, rotation=20, ha="right", fontsize=8)
+
+
+def plot_table(table: Table, folder: Path) -> Path | None:
+    """Draw the table's plot into folder/table.plot; returns its path (None if it has no plot)."""
+    if table.plot is None:
+        return None
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    rows = table.rows
+    if table.key in ("table1_obtain_diamond", "table4_ablations"):
+        label_key = "method" if table.key.startswith("table1") else "setting"
+        vals, err = _err(rows, "success_rate")
+        ours = [r.get("source", "ours") == "ours (Crafter)" or table.key.startswith("table4") for r in rows]
+        _bars(ax, [r[label_key] for r in rows], vals, err * np.array(ours, float),
+              ["tab:blue" if o else "tab:gray" for o in ours])
+        ax.set_ylabel("success rate")
+        if table.key.startswith("table1"):
+            ax.set_title("Obtain diamond: ours on Crafter (blue, 95% CI) vs published MineDojo (gray)")
+    elif table.key == "table2_tech_tree":
+        x = np.arange(len(rows))
+        for i, (m, color) in enumerate((("rlgpt", "tab:blue"), ("pure_rl", "tab:orange"), ("pure_code", "tab:green"))):
+            vals, err = _err(rows, f"{m}_success_rate")
+            ax.bar(x + (i - 1) * 0.25, np.nan_to_num(vals), 0.25, yerr=err, capsize=2, color=color,
+                   label={"rlgpt": "RL-GPT (expert)", "pure_rl": "pure RL", "pure_code": "pure code"}[m])
+        pub = np.array([r.get("published_rlgpt_minedojo") if r.get("published_rlgpt_minedojo") is not None
+                        else np.nan for r in rows], float)
+        ax.scatter(x, pub, marker="*", s=80, color="black", zorder=3, label="RL-GPT published (MineDojo)")
+        ax.set_xticks(x, [r["task"] for r in rows], rotation=25, ha="right", fontsize=8)
+        ax.set_ylabel("success rate")
+        ax.legend(fontsize=8)
+    elif table.key == "table3_iterations":
+        ours = [r for r in rows if r.get("outer") is not None]
+        pub = [r for r in rows if r.get("outer") is None]
+        if ours:
+            vals, err = _err(ours, "success_rate")
+            it = [r["iteration"] for r in ours]
+            ax.errorbar(it, vals, yerr=err, marker="o", capsize=4, label="ours, held-out (95% CI)")
+            ax.plot(it, [r.get("measured_success") for r in ours], "x--", label="ours, success seen by the critic")
+            for r, v in zip(ours, vals):
+                ax.annotate(r["kind"], (r["iteration"], 0 if np.isnan(v) else v), textcoords="offset points",
+                            xytext=(4, 6), fontsize=7)
+        ax.plot([r["iteration"] for r in pub], [r["success_rate"] for r in pub], "s:", color="gray",
+                label="RL-GPT published (MineDojo)")
+        ax.set_xlabel("iteration")
+        ax.set_ylabel("success rate")
+        ax.legend(fontsize=8)
+    elif table.key == "table5_crafter_score":
+        vals, err = _err(rows, "crafter_score")
+        ours = [r["source"] == "ours (Crafter)" for r in rows]
+        _bars(ax, [r["agent"][:34] for r in rows], vals, err * np.array(ours, float),
+              ["tab:blue" if o else "tab:gray" for o in ours])
+        ax.set_ylabel("Crafter score (%)")
+    elif table.key == "table5_achievements":
+        names = [c.key for c in table.columns if c.kind == "rate"]
+        x = np.arange(len(rows))
+        width = 0.8 / max(len(names), 1)
+        for i, name in enumerate(names):
+            vals = np.array([r.get(name) or 0.0 for r in rows]) * 100
+            ax.bar(x + (i - (len(names) - 1) / 2) * width, np.maximum(vals, 0.01), width, label=name)
+        ax.set_yscale("log")
+        ax.set_ylim(0.01, 100)
+        ax.set_xticks(x, [r["achievement"] for r in rows], rotation=60, ha="right", fontsize=7)
+        ax.set_ylabel("success rate (%)")
+        ax.legend(fontsize=8)
+    else:
+        plt.close(fig)
+        raise ValueError(f"no plot is defined for table {table.key}")
+    if table.key != "table5_crafter_score" and table.key != "table5_achievements":
+        ax.set_ylim(0, 1.05)
+    ax.set_title(ax.get_title() or table.title, fontsize=10)
+    fig.tight_layout()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / table.plot
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,75 @@
+"""`python -m graph.draw` writes Mermaid text and a PNG of the real graph, offline; the example
+plugin's node shows up in it; langgraph.json points at a factory that builds the graph."""
+
+import json
+import runpy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from graph import plugins
+from graph.draw import draw_png_matplotlib, main, write_drawings
+
+ROOT = Path(__file__).resolve().parents[1]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+CORE_NODES = ("planner", "subtask", "slow", "fast", "tools", "critic", "executor", "report")
+
+
+@pytest.fixture(autouse=True)
+def clean_registry():
+    plugins.clear()
+    yield
+    plugins.clear()
+
+
+def test_draw_cli_writes_mermaid_and_png(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "graph.draw", "--out", str(tmp_path)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr
+    mmd = (tmp_path / "graph.mmd").read_text()
+    assert "graph TD" in mmd
+    for node in CORE_NODES:
+        assert f"\t{node}(" in mmd, node
+    assert "critic -.-> slow" in mmd and "fast -.-> tools" in mmd  # the two loops
+    assert (tmp_path / "graph.png").read_bytes()[:8] == PNG_MAGIC
+    assert "graph.png" in out.stdout
+
+
+def test_matplotlib_fallback_draws_every_node(tmp_path):
+    from graph.draw import build_default_graph
+
+    graph = build_default_graph().get_graph()
+    draw_png_matplotlib(graph, tmp_path / "g.png")
+    data = (tmp_path / "g.png").read_bytes()
+    assert data[:8] == PNG_MAGIC and len(data) > 10_000
+    assert main(["--out", str(tmp_path / "m"), "--matplotlib"]) == 0
+    assert (tmp_path / "m" / "graph.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_example_plugin_adds_a_node_after_the_critic(tmp_path):
+    mod = runpy.run_path(str(ROOT / "examples" / "custom_tool_node.py"), run_name="plugin_example")
+    from graph.draw import build_default_graph
+
+    compiled = build_default_graph()
+    mmd, _, _ = write_drawings(compiled, tmp_path)
+    text = mmd.read_text()
+    assert "critic --> critique_digest" in text and "critique_digest -.-> slow" in text
+    assert "craftable_items" in text  # the tool joined the fast agent's ToolNode
+    update = mod["critique_digest"]({"critiques": [{"subtask": "collect_wood", "sub_action": "chop",
+                                                    "verdict": "revise", "success_rate": 0.25, "feedback": "x"}]})
+    assert update["events"][0]["message"].startswith("collect_wood/chop: revise at 25%")
+    assert "make wood_pickaxe (near table)" in mod["craftable_items"].invoke({"inventory_json": '{"wood": 1}'})
+
+
+def test_langgraph_json_points_at_a_working_factory(monkeypatch):
+    spec = json.loads((ROOT / "langgraph.json").read_text())
+    target = spec["graphs"]["rlgpt"]
+    path, func = target.split(":")
+    assert (ROOT / path).is_file()
+    monkeypatch.delenv("RLGPT_MODEL", raising=False)
+    monkeypatch.delenv("RLGPT_CONFIG", raising=False)
+    factory = runpy.run_path(str(ROOT / path))[func]
+    nodes = set(factory().get_graph().nodes)
+    assert set(CORE_NODES) <= nodes

@@ -1,0 +1,65 @@
+"""The end-of-run report: sub-action decisions with their code<->RL history, success rates, steps,
+usage per node (zero tokens for the expert), skill paths and the stop reason."""
+
+import json
+
+from graph.report import build_report, print_summary, render_markdown, write_report
+from graph.settings import RunSettings
+from graph.skills import Skill, SkillLibrary
+
+
+def state():
+    return {
+        "task": "collect_wood", "task_text": "harvest log",
+        "plan": [{"name": "collect_wood", "goal": "wood"}, {"name": "place_table", "goal": "table"}],
+        "subtask_index": 1, "env_steps_spent": 5011, "budget_steps": 5000, "eval_steps": 57,
+        "total_outer_iters": 1, "total_inner_iters": 0, "replans": 0,
+        "stop_reason": "environment-step budget reached: 5011 of 5000 steps spent",
+        "results": [
+            {"subtask": "collect_wood", "sub_action": "chop", "kind": "code", "success_rate": 0.5, "steps": 40},
+            {"subtask": "collect_wood", "sub_action": "chop", "kind": "rl", "success_rate": 0.9, "steps": 4931},
+        ],
+        "events": [{"type": "move", "subtask": "collect_wood", "sub_action": "chop", "from": "code", "to": "rl",
+                    "success_rate": 0.5, "feedback": "navigation needs learning"}],
+        "skills": {"collect_wood": {"name": "collect_wood_code", "kind": "code", "success_rate": 0.9,
+                                    "passing": True, "reused": False}},
+        "evaluation": {"ran": True, "success_rate": 1.0, "successes": 2, "episodes": 2, "ci95": [0.34, 1.0]},
+        "report": {"finished": False},
+    }
+
+
+def test_report_content(tmp_path, capsys):
+    settings = RunSettings(task="harvest log", run_id="r1", out_dir=tmp_path)
+    SkillLibrary(settings.skills_path).put(Skill(name="collect_wood_code", kind="code", task="collect_wood",
+                                                 success_rate=0.9, source="def f(game):\n    yield 'do'\n"))
+    usage = {"planner": {"calls": 1, "retries": 0, "prompt_tokens": 0, "completion_tokens": 0},
+             "critic": {"calls": 2, "retries": 0, "prompt_tokens": 0, "completion_tokens": 0}}
+    report = build_report(settings, state(), wall_s=12.5, usage=usage)
+    wood, table = report["subtasks"]
+    assert (wood["status"], table["status"]) == ("passed", "not reached")
+    chop = wood["sub_actions"][0]
+    assert chop["history"] == ["code", "rl"] and chop["attempts"] == 2 and chop["best_success_rate"] == 0.9
+    assert chop["moves"][0]["reason"] == "navigation needs learning" and wood["env_steps"] == 4971
+    assert report["usage"]["fast"] == {"calls": 0, "retries": 0, "prompt_tokens": 0, "completion_tokens": 0,
+                                       "total_tokens": 0}
+    assert report["usage_total"]["calls"] == 3
+    assert report["skills"]["skills"][0]["path"] == str(settings.skills_path / "code" / "collect_wood_code.py")
+
+    md = render_markdown(report)
+    assert "| collect_wood | passed | chop | code -> rl | 2 | 90% | 4,971 |" in md
+    assert "collect_wood/chop: code -> rl at 50% - navigation needs learning" in md
+    assert "environment-step budget reached" in md and "100% (2/2 episodes, 95% CI 34%-100%)" in md
+    assert "| critic | 2 | 0 | 0 | 0 | 0 |" in md
+
+    md_path, js_path = write_report(report, settings.run_dir)
+    assert json.loads(js_path.read_text())["run_id"] == "r1"
+    print_summary(report, md_path, js_path)
+    out = capsys.readouterr().out
+    assert "code -> rl" in out and "Model calls and tokens per node" in out and str(js_path) in out
+
+
+def test_report_of_an_empty_state(tmp_path):
+    # a run stopped before the planner finished still gets a report, not a crash
+    report = build_report(RunSettings(run_id="r2", out_dir=tmp_path), {}, wall_s=0.0)
+    assert report["status"] == "stopped" and report["subtasks"] == []
+    assert "not run" in render_markdown(report)

@@ -1,0 +1,86 @@
+"""Kill a real run (the offline expert on a tiny budget) mid-way with SIGKILL, resume it with
+--resume, and check from the SQLite checkpoint history that it finished and that no node that
+had finished before the kill ran again."""
+
+import json
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN_ID = "resume-test"
+# code passes at 50%, so the expert's run is: planner subtask slow fast tools critic subtask executor report
+ARGS = ["harvest log", "--run-id", RUN_ID, "--budget-steps", "3000", "--target-success", "0.5",
+        "--test-episodes", "3", "--eval-episodes", "2", "--max-inner-iters", "1", "--max-outer-iters", "1",
+        "--no-live"]
+KILL_AFTER = 4  # planner, subtask, slow, fast done: the tools node (code tests in the sandbox) is running
+
+
+def events(out):
+    path = out / RUN_ID / "events.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def latest_checkpoint(out):
+    conn = sqlite3.connect(out / "checkpoints.sqlite")
+    try:
+        saver = SqliteSaver(conn)
+        history = list(saver.list({"configurable": {"thread_id": RUN_ID}}))
+        latest = saver.get_tuple({"configurable": {"thread_id": RUN_ID}})
+        return latest, sorted(c.metadata["step"] for c in history)
+    finally:
+        conn.close()
+
+
+@pytest.mark.slow
+def test_kill_and_resume(tmp_path):
+    out = tmp_path / "runs"
+    proc = subprocess.Popen([sys.executable, "-m", "graph.run", *ARGS, "--out", str(out)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 240
+    while len(events(out)) < KILL_AFTER:
+        assert proc.poll() is None, f"run ended before it could be killed:\n{proc.stdout.read()}"
+        assert time.monotonic() < deadline, "run made no progress"
+        time.sleep(0.05)
+    proc.kill()  # SIGKILL: no clean-up code runs, only what the checkpointer saved survives
+    proc.wait(30)
+    proc.stdout.close()
+
+    before = events(out)
+    latest, steps = latest_checkpoint(out)
+    killed_at = latest.metadata["step"]
+    assert not (out / RUN_ID / "report.json").exists()
+    assert killed_at >= KILL_AFTER - 1 and steps == list(range(-1, killed_at + 1))
+    # each finished node is one checkpoint step, and the log saw each of them once
+    assert len(before) == killed_at
+
+    resumed = subprocess.run([sys.executable, "-m", "graph.run", "--resume", RUN_ID, "--out", str(out),
+                              "--no-live"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr + resumed.stdout
+    assert f"resuming run {RUN_ID}" in resumed.stderr
+    report = json.loads((out / RUN_ID / "report.json").read_text())
+    assert report["status"] == "finished" and report["subtasks"][0]["name"] == "collect_wood"
+    assert f"report: {out / RUN_ID / 'report.md'}" in resumed.stdout.replace("\n", "")
+
+    after = events(out)[len(before):]
+    final, steps = latest_checkpoint(out)
+    last = final.metadata["step"]
+    assert steps == list(range(-1, last + 1)), "the history must be one chain: the run was not restarted"
+    assert all(e["session"] == 1 for e in after) and after[-1]["node"] == "report"
+    assert after[0]["node"] != "planner"
+    # nodes run after the resume = steps after the kill point: nothing finished before it was redone
+    assert len(after) == last - killed_at
+    assert len(before) + len(after) == last
+    sessions = json.loads((out / RUN_ID / "sessions.json").read_text())
+    assert [s["resumed"] for s in sessions] == [False, True]
+    assert report["wall_s"] >= sum(s["ended"] - s["started"] for s in sessions) - 1e-6
+
+    again = subprocess.run([sys.executable, "-m", "graph.run", "--resume", RUN_ID, "--out", str(out)],
+                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and "already finished" in again.stderr
+    assert len(events(out)) == len(before) + len(after)  # nothing ran the third time
