@@ -1,8 +1,9 @@
 """Planner node: the task -> ordered subtasks along the tech tree; re-plans after a subtask fails.
 
 A fresh plan replaces everything; a re-plan answers the work from the failed subtask on. If it
-starts with the failed subtask again, that subtask is retried from scratch; otherwise its best
-attempt is kept as its skill and the run goes on (an empty re-plan ends the loops).
+starts with the failed subtask and some attempt of it ever succeeded, that best attempt is kept
+as its skill and the run goes on with the rest; otherwise the new plan is solved from its first
+subtask (a retry when that is the failed one). An empty re-plan ends the loops.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 from envs.tasks import TASKS
 from graph.schemas import Plan
-from nodes.limits import MAX_REPLANS, knob, limit_reached
+from nodes.limits import MAX_REPLANS, knob, limit_reached, skill_threshold
 from nodes.recipes import recipe_facts
 from nodes.skills_io import skill_from_best
 from prompts.templates import messages_for
@@ -58,13 +59,13 @@ def make_planner(settings: Any, model: Any):
         if not subtasks:
             return {**base, "route": "executor", "stop_reason": f"planner gave up after {failed['subtask']} failed: "
                                                                  f"{plan.reason}"}
-        if subtasks[0]["name"] == failed["subtask"]:  # retry it from scratch
-            return {**base, "plan": kept + subtasks, "route": "subtask"}
-        skills = dict(state.get("skills", {}))
-        best = skill_from_best(state, failed["subtask"])
-        if best is not None:
-            skills[failed["subtask"]] = best
-        return {**base, "plan": kept + [state["plan"][index]] + subtasks, "skills": skills,
-                "subtask_index": index + 1, "route": "subtask"}
+        best = skill_from_best(state, failed["subtask"], skill_threshold(settings))
+        if subtasks[0]["name"] == failed["subtask"] and best is not None and best["success_rate"] > 0:
+            # keep what worked sometimes and go on with the rest of the new plan
+            skills = {**(state.get("skills") or {}), failed["subtask"]: best}
+            return {**base, "plan": kept + subtasks, "skills": skills, "subtask_index": index + 1,
+                    "route": "subtask"}
+        # a different plan, or a subtask that never succeeded: solve the new plan from here
+        return {**base, "plan": kept + subtasks, "route": "subtask"}
 
     return planner

@@ -28,7 +28,9 @@ SYSTEM = {
 You are the task planner of RL-GPT. Split the task into subtasks along Crafter's tech tree, the
 prerequisites first and the task itself last. Each subtask is a Crafter achievement name (such as
 collect_wood, place_table, make_wood_pickaxe) with a success condition. When a subtask failed,
-re-plan the remaining work: answer the subtasks from the failed one on (an empty list gives up).""",
+re-plan the remaining work: answer the subtasks from the failed one on. Starting with the failed
+subtask keeps its best attempt when it ever succeeded (else retries it); another first subtask
+changes the route; an empty list gives up.""",
     "slow": GAME_RULES + """
 
 You are the slow agent of RL-GPT. Decompose one subtask into sub-actions and decide for each one

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from pydantic import ValidationError
 
@@ -215,3 +217,32 @@ def test_prompts_render_the_same_facts_the_expert_gets():
     assert "0.625" in critic[1].content
     with pytest.raises(ValueError, match="unknown role"):
         messages_for("boss", {})
+
+
+def _failed_state(rate):
+    from graph.state import initial_state
+
+    state = initial_state("place_table", "place table", 10_000)
+    state.update(plan=[{"name": "collect_wood", "goal": "g", "success_condition": "c"},
+                       {"name": "place_table", "goal": "g", "success_condition": "c"}],
+                 subtask_index=1, started_at=time.time(),
+                 failed={"subtask": "place_table", "best_rate": rate, "feedback": "f"},
+                 best={"place_table": {"kind": "code", "success_rate": rate, "episodes": 8, "steps": 40,
+                                       "sources": ["def place_table(game):\n    yield 'noop'\n"],
+                                       "entry": "place_table"}})
+    return state
+
+
+def test_planner_node_keeps_a_sometimes_working_skill_or_stops():
+    from graph.settings import RunSettings
+    from nodes.planner import make_planner
+
+    settings = RunSettings(task="place table")
+    kept = make_planner(settings, ExpertModel())(_failed_state(0.25))
+    assert kept["route"] == "subtask" and kept["subtask_index"] == 2 and kept["replans"] == 1
+    assert kept["skills"]["place_table"]["success_rate"] == 0.25
+    assert kept["skills"]["place_table"]["passing"] is False
+    stopped = make_planner(settings, ExpertModel())(_failed_state(0.0))
+    assert stopped["route"] == "executor" and "gave up" in stopped["stop_reason"]
+    limited = make_planner(settings.model_copy(update={"max_replans": 0}), ExpertModel())(_failed_state(0.25))
+    assert limited["route"] == "executor" and "re-plan limit" in limited["stop_reason"]

@@ -18,6 +18,7 @@ from llm_server import LlamaServer
 from nodes.llm import LLMModel
 from nodes.models import ModelOutputError, make_model
 from nodes.planner import make_planner
+from tools.rl_tools import configure_rl_tool, train_ppo_tool
 from tools.run_code import run_code_in_env
 
 pytestmark = [pytest.mark.llm, pytest.mark.timeout(900)]
@@ -77,6 +78,20 @@ def test_fast_agent_step_gives_a_tool_call_or_a_clear_error(model):
         assert call["name"] == "run_code_in_env" and isinstance(call["args"]["code"], str)
         assert call["id"]
     assert model.usage.roles["fast"].prompt_tokens > 0
+
+
+def test_fast_agent_with_all_rl_tools_gives_a_call_or_a_clear_error(model):
+    # Several tools: tool_choice "required". llama.cpp constrains only a tool forced by name, so
+    # this is the path where a small model answers in prose and the re-ask must cope.
+    tools = [run_code_in_env, configure_rl_tool, train_ppo_tool]
+    messages = [HumanMessage(content='Test `def act(game): yield "do"` with run_code_in_env.')]
+    try:
+        msg = model.tool_call("fast", messages, tools)
+    except ModelOutputError as err:
+        assert_clear_output_error(err, "fast")
+        assert "run_code_in_env, configure_rl, train_ppo" in str(err)
+    else:
+        assert msg.tool_calls and {c["name"] for c in msg.tool_calls} <= {t.name for t in tools}
 
 
 def test_make_model_reaches_the_local_server_without_a_key(server, monkeypatch):

@@ -71,10 +71,12 @@ class Runner:
     def __init__(self, cfg: EvalConfig, cache: CellCache, log: Callable[[str], None] = print):
         self.cfg, self.cache, self.log = cfg, cache, log
         self.started = time.time()
+        self.used: dict[str, dict] = {}  # key -> value of every cell this run's tables used
 
     def cell(self, label: str, key: str, compute: Callable[[], dict]) -> dict:
         self.log(f"[{time.time() - self.started:7.0f}s] {label}")
         value = self.cache.get_or_run(key, compute, log=self.log)
+        self.used[key] = value
         rate = value.get("success_rate")
         if rate is not None:
             self.log(f"          -> {rate:.0%} over {value['episodes']} held-out episodes, "
@@ -296,7 +298,8 @@ def tables_crafter(run: Runner) -> list[Table]:
     cells = crafter_cells(run)
     labels = {"rl_with_code": "RL-GPT action head: PPO + the expert's coded actions", "pure_rl": METHOD_LABELS["pure_rl"],
               "pure_code": "pure code: the expert's diamond chain, no RL"}
-    score_rows, per: dict[str, dict[str, float]] = [], {}
+    score_rows: list[dict[str, Any]] = []
+    per: dict[str, dict[str, float]] = {}
     for name, cell in cells.items():
         rates = achievement_rates(cell["achievements"])
         per[name] = rates
