@@ -93,6 +93,10 @@ class TaskEnv(gym.Env):
     def render(self):
         return self.backend.render()
 
+    def observation(self):
+        """The policy observation of the current state, e.g. for a skill that starts mid-episode."""
+        return self.backend.policy_observation(self.obs_kind, self.game._current())
+
     @property
     def episode_steps(self) -> int:
         return self._steps

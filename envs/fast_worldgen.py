@@ -9,7 +9,6 @@ so the worlds are the same tile for tile (tests/test_fast_worldgen.py compares t
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 import opensimplex
 from crafter import constants, objects
@@ -65,13 +64,8 @@ class _Draws:
 def generate_world(world, player) -> None:
     """Drop-in replacement for crafter.worldgen.generate_world."""
     simplex = opensimplex.OpenSimplex(seed=world.random.randint(0, 2 ** 31 - 1))
-    # numba's thread pool only adds overhead for 64x64 grids on a busy machine.
-    threads = numba.get_num_threads()
-    numba.set_num_threads(1)
-    try:
-        fields = _noise_fields(simplex, world.area, player.pos)
-    finally:
-        numba.set_num_threads(threads)
+    # numba's thread count is left alone: setting it also resets the OpenMP count torch uses.
+    fields = _noise_fields(simplex, world.area, player.pos)
     material_ids, tunnels = _materials(world, fields)
     world._mat_map[:, :] = material_ids
     _creatures(world, player, material_ids, tunnels, fields["dist"])

@@ -239,6 +239,12 @@ class GameAPI:
             needs[key] = needs.get(key, 0) + amount
         return all(self.has(k, v) for k, v in needs.items())
 
+    def stations(self, item: str) -> list[str]:
+        """Materials that must stand within one tile to make `item`, e.g. ['table', 'furnace']."""
+        if item not in MAKE_RECIPES:
+            raise ValueError(f"unknown item '{item}'; makeable items: {', '.join(sorted(MAKE_RECIPES))}")
+        return list(MAKE_RECIPES[item][1])
+
     def can_make(self, item: str) -> bool:
         """Whether `make_<item>` would succeed now: materials in the inventory and stations nearby."""
         if item not in MAKE_RECIPES:
@@ -274,6 +280,8 @@ class GameAPI:
         """Walk next to `target` and face it, re-planning each step as creatures move.
         Stops early when no known path exists."""
         for _ in range(max_steps):
+            if (yield from self.defend()):
+                continue
             path = self.path_to(target)
             if path is None:
                 return
@@ -282,9 +290,38 @@ class GameAPI:
                 return
             yield path[0]
 
+    def defend(self) -> Iterator[str]:
+        """Hit a zombie standing next to the player (turning to it first); returns whether it acted.
+
+        The walking helpers call it before every step: zombies chase the player, most of all at night."""
+        px, py = self.pos
+        for name, dx, dy in self._current().creatures:
+            if name == "zombie" and abs(dx) + abs(dy) == 1:
+                if self.facing != (dx, dy):
+                    yield MOVE_FOR_DIRECTION[(dx, dy)]
+                yield "do"
+                return True
+        return False
+
+    def go_near(self, materials: list[str] | tuple[str, ...], max_steps: int = 200) -> Iterator[str]:
+        """Walk to the nearest known tile from which every material lies within one tile (the
+        area Crafter checks for crafting stations). Stops early when no such tile is known."""
+        wanted = list(materials)
+        for _ in range(max_steps):
+            if (yield from self.defend()):
+                continue
+            if all(self.is_near(m) for m in wanted):
+                return
+            path = self._path_to_spot_near(wanted)
+            if not path:
+                return
+            yield path[0]
+
     def explore(self, steps: int = 20) -> Iterator[str]:
         """Head for the nearest edge of the known map to uncover new tiles."""
         for _ in range(steps):
+            if (yield from self.defend()):
+                continue
             move = self._step_toward_frontier()
             if move is None:
                 move = self._rng.choice(list(MOVE_FOR_DIRECTION.values()))
@@ -314,6 +351,25 @@ class GameAPI:
                     cost[nxt] = cost[cur] + 1
                     queue.append(nxt)
         return cost
+
+    def _path_to_spot_near(self, materials: list[str], limit: int = 4000) -> list[str] | None:
+        start = self.pos
+        previous: dict[Pos, tuple[Pos, str] | None] = {start: None}
+        queue = deque([start])
+        blocked = self._creature_positions()
+        while queue and len(previous) < limit:
+            cur = queue.popleft()
+            if cur != start and all(
+                    any(self.material_at((cur[0] + dx, cur[1] + dy)) == m
+                        for dx in (-1, 0, 1) for dy in (-1, 0, 1)) for m in materials):
+                return _unwind(previous, cur)
+            for d, move in MOVE_FOR_DIRECTION.items():
+                nxt = (cur[0] + d[0], cur[1] + d[1])
+                if nxt in previous or nxt in blocked or self.material_at(nxt) not in WALKABLE:
+                    continue
+                previous[nxt] = (cur, move)
+                queue.append(nxt)
+        return None
 
     def _step_toward_frontier(self) -> str | None:
         """First move of a shortest known path to a walkable tile that borders unknown ground."""

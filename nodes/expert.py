@@ -52,13 +52,11 @@ def write_source(sub_action: Mapping[str, Any]) -> str:
 
 
 def chain_program(sources: Mapping[str, str], order: Sequence[str], max_steps: int) -> str:
-    """All sources plus a `main` that runs the named coded actions one after the other."""
-    body = "\n".join(f"    yield from {name}(game)" for name in order) or "    yield \"noop\""
-    doc = ", then ".join(order) or "nothing"
-    main = (f"@coded_action(max_steps={max_steps})\n"
-            f"def main(game):\n"
-            f"    \"\"\"Chain: {doc}.\"\"\"\n{body}\n")
-    return "\n\n".join(s.rstrip() for s in sources.values()) + "\n\n\n" + main
+    """All sources plus a `main` that plays the named coded actions in order, each retried until its
+    achievement unlocks and gathering missing materials (prompts.fewshot.chain_source)."""
+    from prompts.fewshot import chain_source
+
+    return chain_source(dict(sources), list(order), max_steps)
 
 
 class ExpertModel:

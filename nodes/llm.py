@@ -27,7 +27,7 @@ from nodes.models import ModelOutputError, ModelServerError, UsageCounter
 S = TypeVar("S", bound=BaseModel)
 
 DEFAULT_MAX_TOKENS = 1024
-DEFAULT_TIMEOUT_S = 120.0
+DEFAULT_TIMEOUT_S = 180.0  # a small CPU-served model can need minutes for 1k tokens
 DEFAULT_NETWORK_RETRIES = 2
 DEFAULT_OUTPUT_RETRIES = 2
 

@@ -142,6 +142,33 @@ class AgentModel(Protocol):
                   context: Mapping[str, Any] | None = None) -> AIMessage: ...
 
 
+# Knobs of the LLM client a user can set without touching the CLI: env var -> (option, type).
+LLM_ENV_OPTIONS = {
+    "RLGPT_MAX_TOKENS": ("max_tokens", int),
+    "RLGPT_LLM_TIMEOUT": ("timeout", float),
+    "RLGPT_LLM_NETWORK_RETRIES": ("network_retries", int),
+    "RLGPT_LLM_OUTPUT_RETRIES": ("output_retries", int),
+}
+
+
+def llm_options_from_env(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
+    """LLMModel options from RLGPT_* environment variables; a bad value is a ModelConfigError."""
+    options: dict[str, Any] = {}
+    for var, (option, kind) in LLM_ENV_OPTIONS.items():
+        raw = environ.get(var, "").strip()
+        if not raw:
+            continue
+        try:
+            value = kind(raw)
+        except ValueError:
+            raise ModelConfigError(f"{var}={raw!r} is not a valid {kind.__name__}") from None
+        positive = option in ("max_tokens", "timeout")  # zero retries is fine, zero tokens is not
+        if value < 0 or (positive and value == 0):
+            raise ModelConfigError(f"{var}={raw!r} must be {'> 0' if positive else '>= 0'}")
+        options[option] = value
+    return options
+
+
 def is_expert(spec: str | None) -> bool:
     return spec is None or spec.strip().lower() in EXPERT_NAMES
 
@@ -150,7 +177,8 @@ def make_model(spec: str | None = None, **llm_options: Any) -> AgentModel:
     """Build the model named by `--model`: None or 'expert' -> the expert, else an LLM.
 
     An LLM needs OPENAI_API_KEY (OpenAI) or OPENAI_BASE_URL (any OpenAI-compatible server: a local
-    one needs no key). `llm_options` go to `nodes.llm.LLMModel` (max_tokens, timeout, retries...).
+    one needs no key). `llm_options` go to `nodes.llm.LLMModel` (max_tokens, timeout, retries...),
+    over the RLGPT_* environment variables of `LLM_ENV_OPTIONS`.
     """
     if spec is not None and not isinstance(spec, str):
         raise ModelConfigError(f"--model must be a model name string, got {type(spec).__name__}")
@@ -170,5 +198,6 @@ def make_model(spec: str | None = None, **llm_options: Any) -> AgentModel:
             "or use --model expert."
         )
     from nodes.llm import LLMModel
+    options = {**llm_options_from_env(), **llm_options}  # explicit arguments win
     return LLMModel(model=model, api_key=api_key or LOCAL_SERVER_DUMMY_KEY,
-                    base_url=base_url or None, **llm_options)
+                    base_url=base_url or None, **options)

@@ -72,6 +72,101 @@ def fill(kind: str, **params: str) -> str:
         if not re.fullmatch(r"[a-z_]+", new):
             raise ValueError(f"{key} must be a lower-case name like 'stone', got {new!r}")
         source = source.replace(f'"{old}"', f'"{new}"')
+        source = source.replace(f'"{kind}_{old}"', f'"{kind}_{new}"')  # the action it yields
         # Prose in the docstring reads "tree" / "wood pickaxe".
         source = re.sub(rf"\b{re.escape(old.replace('_', ' '))}\b", new.replace("_", " "), source)
     return source
+
+
+CHAIN_RETRIES = 200  # calls of one step's action before the chain gives up on that step
+
+def _stations_placed_together(steps) -> dict[str, list[str]]:
+    """For each place_ step, the other stations a later make_ step needs next to it."""
+    from envs.game_api import MAKE_RECIPES
+
+    out: dict[str, list[str]] = {}
+    for i, step in enumerate(steps):
+        if not step.startswith("place_"):
+            continue
+        station = step.removeprefix("place_")
+        for later in steps[i + 1:]:
+            stations = MAKE_RECIPES.get(later.removeprefix("make_"), ({}, ()))[1] if later.startswith("make_") else ()
+            if station in stations:
+                out[step] = sorted(set(out.get(step, [])) | (set(stations) - {station}))
+    return out
+
+
+_SWORD_AFTER = {"make_wood_pickaxe": "make_wood_sword", "make_stone_pickaxe": "make_stone_sword"}
+
+
+def _with_swords(steps: list[str], sources: dict[str, str]) -> list[str]:
+    """Make a sword right after the pickaxe of the same material: zombies chase the player at night,
+    and a sword kills one in fewer hits than it takes to lose the fight (Crafter: damage 2-3 vs 1)."""
+    out = []
+    for step in steps:
+        out.append(step)
+        sword = _SWORD_AFTER.get(step)
+        if sword and sword not in steps:
+            sources.setdefault(sword, fill("make", item=sword.removeprefix("make_")))
+            out.append(sword)
+    return out
+
+
+def chain_source(sources: dict[str, str], steps: list[str] | tuple[str, ...], max_steps: int) -> str:
+    """Sources plus a `main` that plays `steps` (coded-action names) in order.
+
+    It generalises the chain example (examples/obtain_wood_pickaxe.py): a step named after an
+    achievement is retried until the achievement unlocks; when the item a place_/make_ step needs
+    lacks a material, that material's collect_ step runs first; a station is placed next to the
+    stations it will be used with; when an action finds nothing to act on, the player explores; and
+    between steps the player drinks, eats and sleeps when it must. A step not named after an
+    achievement runs once.
+    """
+    from envs.tasks import ACHIEVEMENTS
+
+    sources = dict(sources)
+    steps = _with_swords(list(steps), sources)
+    sources.setdefault("explore", fill("explore"))
+    sources.setdefault("collect_drink", fill("collect", material="water", item="drink"))
+    sources.setdefault("collect_food", fill("collect", material="cow", item="food"))
+    sources.setdefault("stay_alive", example_sources()["stay_alive"])
+    unknown = [s for s in steps if s not in sources and not any(f"def {s}(" in src for src in sources.values())]
+    if unknown:
+        raise ValueError(f"chain steps {unknown} are not defined in the given sources")
+    rows = "\n".join(f"        ({s}, {(s if s in ACHIEVEMENTS else None)!r})," for s in steps)
+    gather = ", ".join(f"{s.removeprefix('collect_')!r}: {s}" for s in steps if s.startswith("collect_"))
+    # Everything main needs lives inside it: top-level constants would be copied along with every
+    # function when the program is split into skills and chained again.
+    main = f'''@coded_action(max_steps={int(max_steps)})
+def main(game):
+    """Chain: {' -> '.join(steps) or 'nothing'}; each step retried until its achievement unlocks."""
+    steps = [
+{rows}
+    ]
+    gather = {{{gather}}}
+    place_near = {_stations_placed_together(steps)!r}
+    for action, goal in steps:
+        for _ in range({CHAIN_RETRIES}):
+            if goal is not None and goal in game.achievements:
+                break
+            yield from stay_alive(game)
+            todo = action
+            if goal is not None and goal.startswith(("place_", "make_")):
+                item = goal.split("_", 1)[1]
+                missing = [m for m, n in game.requirements(item).items() if not game.has(m, n)]
+                if missing and missing[0] in gather:
+                    todo = gather[missing[0]]
+                elif goal in place_near and all(len(game.known(m)) > 0 for m in place_near[goal]):
+                    yield from game.go_near(place_near[goal])
+            acted = False
+            for name in todo(game):
+                acted = True
+                yield name
+            if not acted:
+                yield from explore(game)
+            if goal is None:
+                break
+        if goal is not None and goal not in game.achievements:
+            return
+'''
+    return "\n\n".join(s.rstrip() for s in sources.values()) + "\n\n\n" + main

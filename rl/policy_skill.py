@@ -1,6 +1,7 @@
 """A trained PPO policy loaded back as a skill: run it in a CrafterEnv until its task succeeds or a step limit."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -30,7 +31,7 @@ class PolicySkill:
         from rl.config import RLConfig
 
         self.agent, self.meta = load_policy(path)
-        env_meta = __import__("json").loads(self.meta["env"])
+        env_meta = json.loads(self.meta["env"])
         if "rl_config" not in env_meta:
             raise ValueError(f"{path} was trained on {env_meta.get('env_id')!r}, not on a Crafter task: "
                              "only Crafter policies can run as skills")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -123,7 +124,13 @@ class LlamaServer:
         self.stop()
 
 
+def _exit_on_sigterm(signum, frame):
+    # Turns `kill` into a normal exit, so the `with` block stops the server child too.
+    raise SystemExit(128 + signum)
+
+
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     with LlamaServer() as server:
         print(f"OPENAI_BASE_URL={server.base_url}  (model: {server.model_id}); Ctrl-C stops it",
               flush=True)

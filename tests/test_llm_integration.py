@@ -16,7 +16,7 @@ from graph.schemas import Plan
 from graph.settings import RunSettings
 from llm_server import LlamaServer
 from nodes.llm import LLMModel
-from nodes.models import ModelOutputError, make_model
+from nodes.models import ModelOutputError, ModelServerError, make_model
 from nodes.planner import make_planner
 from tools.rl_tools import configure_rl_tool, train_ppo_tool
 from tools.run_code import run_code_in_env
@@ -107,3 +107,22 @@ def test_make_model_reaches_the_local_server_without_a_key(server, monkeypatch):
         assert isinstance(plan, Plan)
     assert model.usage.total().calls == 1
     assert "planner" in model.usage.summary_table(model.name)
+
+
+def test_truncated_output_is_retried_then_reported(server):
+    # 8 tokens cut the grammar-constrained JSON short: real malformed output, every time.
+    model = LLMModel(server.model_id, api_key="local", base_url=server.base_url, max_tokens=8,
+                     network_retries=0, output_retries=1)
+    with pytest.raises(ModelOutputError) as exc:
+        model.structured("planner", [HumanMessage(content="Plan: collect wood.")], Plan)
+    assert_clear_output_error(exc.value, "planner")
+    assert "not valid JSON" in exc.value.last_error
+    assert model.usage.roles["planner"].calls == 2 and model.usage.roles["planner"].retries == 1
+
+
+def test_prompt_over_the_context_window_is_a_clear_server_error(server, model):
+    too_long = [HumanMessage(content="wood " * (server.n_ctx + 500))]
+    with pytest.raises(ModelServerError) as exc:
+        model.structured("planner", too_long, Plan)
+    msg = str(exc.value)
+    assert server.base_url in msg and "HTTP 400" in msg and "context" in msg

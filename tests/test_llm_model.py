@@ -294,3 +294,20 @@ def test_make_model_local_server_gets_a_dummy_key(monkeypatch):
     assert m.base_url == "http://127.0.0.1:8080/v1"
     assert m.chat.openai_api_key.get_secret_value()
     assert m.chat.extra_body == {"max_tokens": 64}
+
+
+def test_make_model_reads_client_knobs_from_env(monkeypatch):
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1")
+    monkeypatch.setenv("RLGPT_MAX_TOKENS", "300")
+    monkeypatch.setenv("RLGPT_LLM_OUTPUT_RETRIES", "4")
+    monkeypatch.setenv("RLGPT_LLM_TIMEOUT", "30")
+    m = make_model("local")
+    assert m.chat.extra_body == {"max_tokens": 300} and m.output_retries == 4
+    assert m.chat.request_timeout == 30.0
+    assert make_model("local", max_tokens=50).chat.extra_body == {"max_tokens": 50}
+    monkeypatch.setenv("RLGPT_MAX_TOKENS", "lots")
+    with pytest.raises(ModelConfigError, match="RLGPT_MAX_TOKENS='lots' is not a valid int"):
+        make_model("local")
+    monkeypatch.setenv("RLGPT_MAX_TOKENS", "0")
+    with pytest.raises(ModelConfigError, match="must be > 0"):
+        make_model("local")

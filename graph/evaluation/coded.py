@@ -9,7 +9,6 @@ from envs.tasks import TASKS
 from nodes.expert import write_source
 from nodes.recipes import backward_chain, template_for
 
-RETRIES_PER_STEP = 200  # attempts of one chain step before the driver moves on (it then fails)
 
 
 def chain_of(task: str) -> list[str]:
@@ -34,46 +33,8 @@ def coded_actions_for(task: str) -> dict[str, str]:
 
 
 def pure_code_program(task: str) -> str:
-    """One program whose `main` plays the whole chain with no learning.
+    """One program whose `main` plays the whole chain with no learning: the expert's filled
+    coded actions, chained by prompts.fewshot.chain_source (retries, gathering, survival)."""
+    from prompts.fewshot import chain_source
 
-    It generalises the few-shot chain example (prompts/examples/obtain_wood_pickaxe.py) to any
-    tech-tree task: each subtask's coded action is retried until its achievement unlocks; when the
-    item to place or make lacks a material, the material's collect action runs first; when an
-    action finds nothing to act on, the player explores.
-    """
-    sources = coded_actions_for(task)
-    order = chain_of(task)
-    steps = []
-    for sub in order:
-        kind, _, item = sub.partition("_")
-        needs = repr(item) if kind in ("place", "make") else "None"  # what requirements() is asked about
-        steps.append(f"        ({sub}, {sub!r}, {needs}),")
-    collectors = [sub for sub in order if sub.startswith("collect_")]
-    gather = ", ".join(f"{sub.removeprefix('collect_')!r}: {sub}" for sub in collectors)
-    limit = TASKS[task].max_steps
-    main = f'''@coded_action(max_steps={limit})
-def main(game):
-    """Pure code for {task}: {' -> '.join(order)}, each retried until its achievement unlocks."""
-    steps = [
-{chr(10).join(steps)}
-    ]
-    gather = {{{gather}}}
-    for action, goal, item in steps:
-        for _ in range({RETRIES_PER_STEP}):
-            if goal in game.achievements:
-                break
-            todo = action
-            if item is not None:
-                missing = [m for m, n in game.requirements(item).items() if not game.has(m, n)]
-                if missing and missing[0] in gather:
-                    todo = gather[missing[0]]
-            acted = False
-            for name in todo(game):
-                acted = True
-                yield name
-            if not acted:
-                yield from explore(game)
-        if goal not in game.achievements:
-            return
-'''
-    return "\n\n".join(s.rstrip() for s in sources.values()) + "\n\n\n" + main
+    return chain_source(coded_actions_for(task), chain_of(task), TASKS[task].max_steps)

@@ -79,8 +79,9 @@ class Runner:
         self.used[key] = value
         rate = value.get("success_rate")
         if rate is not None:
-            self.log(f"          -> {rate:.0%} over {value['episodes']} held-out episodes, "
-                     f"{value.get('env_steps') or 0:,} env steps, {value.get('wall_s', 0)} s")
+            spent = f"{value['env_steps']:,} env steps, " if value.get("env_steps") is not None else ""
+            self.log(f"          -> {rate:.0%} over {value['episodes']} held-out episodes, {spent}"
+                     f"{value.get('wall_s', 0)} s")
         return value
 
     def rlgpt(self, task: str, budget: int, variant: str = "full") -> dict:

@@ -1,11 +1,9 @@
-@coded_action(precondition=lambda game: game.can_afford("wood_pickaxe") and len(game.known("table")) > 0,
+@coded_action(precondition=lambda game: game.can_afford("wood_pickaxe")
+              and all(len(game.known(s)) > 0 for s in game.stations("wood_pickaxe")),
               max_steps=60)
 def make_wood_pickaxe(game):
-    """Walk next to the nearest remembered table and make a wood pickaxe there."""
+    """Walk next to the stations a wood pickaxe needs and make it there."""
     if not game.can_make("wood_pickaxe"):
-        table = game.nearest("table")
-        if table is None:
-            return
-        yield from game.go_to(table)
+        yield from game.go_near(game.stations("wood_pickaxe"))
     if game.can_make("wood_pickaxe"):
         yield "make_wood_pickaxe"

@@ -1,6 +1,6 @@
 @coded_action(precondition=lambda game: game.can_afford("table"), max_steps=30)
 def place_table(game):
-    """Place a crafting table on an open tile in front of the player, stepping aside if needed."""
+    """Place a table on an open tile in front of the player, stepping aside if needed."""
     moves = {"move_left": (-1, 0), "move_right": (1, 0), "move_up": (0, -1), "move_down": (0, 1)}
     for _ in range(10):
         if game.can_place("table"):

@@ -1,0 +1,127 @@
+"""graph.evaluate: the Crafter-score formula, and the --quick pipeline end to end on a tiny budget."""
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+import pytest
+
+from envs.tasks import ACHIEVEMENTS
+from graph.evaluation.crafter_score import achievement_rates, crafter_score
+
+
+# ---- the benchmark's formula --------------------------------------------------------------
+def test_crafter_score_matches_a_hand_computation():
+    # rates 0, 9, 99 percent: exp((ln 1 + ln 10 + ln 100) / 3) - 1 = exp(ln 1000 / 3) - 1 = 10 - 1 = 9
+    assert crafter_score([0.0, 9.0, 99.0]) == pytest.approx(9.0)
+    # one achievement at 3% and one at 15%: sqrt(4 * 16) - 1 = 7
+    assert crafter_score({"collect_wood": 3.0, "place_table": 15.0}) == pytest.approx(7.0)
+
+
+def test_crafter_score_bounds_and_errors():
+    assert crafter_score([0.0] * 22) == 0.0
+    assert crafter_score([100.0] * 22) == pytest.approx(100.0)
+    with pytest.raises(ValueError, match="percentages"):
+        crafter_score([0.5, 120.0])
+    with pytest.raises(ValueError, match="at least one"):
+        crafter_score([])
+
+
+def test_achievement_rates_cover_all_22_in_percent():
+    rates = achievement_rates([{"collect_wood"}, {"collect_wood", "place_table"}, set(), ["wake_up"]])
+    assert set(rates) == set(ACHIEVEMENTS) and len(rates) == 22
+    assert rates["collect_wood"] == 50.0 and rates["place_table"] == 25.0 and rates["collect_diamond"] == 0.0
+    expected = math.exp((math.log(51) + 2 * math.log(26) + 19 * math.log(1)) / 22) - 1
+    assert crafter_score(rates) == pytest.approx(expected)
+    with pytest.raises(ValueError, match="unknown achievements"):
+        achievement_rates([{"fly"}])
+
+
+def test_pure_code_program_chains_the_expert_actions_and_loads():
+    from graph.evaluation.coded import chain_of, pure_code_program
+    from tools.sandbox import load_coded_actions
+
+    source = pure_code_program("make_wood_pickaxe")
+    names = [a.name for a in load_coded_actions(source)]
+    assert chain_of("make_wood_pickaxe") == ["collect_wood", "place_table", "make_wood_pickaxe"]
+    assert {"collect_wood", "place_table", "make_wood_pickaxe", "explore", "main"} <= set(names)
+
+
+def test_cli_rejects_bad_options(capsys):
+    from graph.evaluate import main
+
+    assert main(["--tables", "7"]) == 2
+    assert "numbers 1-5" in capsys.readouterr().err
+    assert main(["--budget", "10"]) == 2
+    assert main(["--tasks", "fly to the moon"]) == 2
+
+
+# ---- --quick end to end --------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def quick_report(tmp_path_factory):
+    from graph.evaluate import QUICK, run
+    from graph.evaluation.tables import EvalConfig
+
+    out = tmp_path_factory.mktemp("results")
+    values = {**QUICK, "tasks": ("collect_wood",), "crafter_episode_steps": 200}
+    cfg = EvalConfig(out=out, quick=True, **values)
+    tables, path = run(cfg, [1, 2, 3, 4, 5], command="test")
+    return cfg, tables, path
+
+
+@pytest.mark.slow
+def test_quick_report_has_every_table_with_intervals_and_seeds(quick_report):
+    cfg, tables, path = quick_report
+    text = path.read_text()
+    for title in ("Table 1: obtain diamond", "Table 2: tech-tree tasks", "Table 3: iterations",
+                  "Table 4: ablations", "Table 5: Crafter score", "Table 5b: success rate per achievement"):
+        assert f"## {title}" in text
+    assert "held-out seeds: 1000000..1000002 (3 episodes" in text
+    assert text.count("95% Wilson") >= 6
+    for t in tables:
+        assert (cfg.out / f"{t.key}.csv").is_file()
+        png = cfg.out / t.plot
+        assert png.is_file() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.slow
+def test_quick_rates_come_with_wilson_intervals_and_counted_steps(quick_report):
+    cfg, tables, _ = quick_report
+    by_key = {t.key: t for t in tables}
+    ours = [r for r in by_key["table1_obtain_diamond"].rows if r["source"] == "ours (Crafter)"]
+    assert len(ours) == 3
+    for r in ours:
+        assert r["episodes"] == 3
+        assert 0.0 <= r["success_rate_ci_low"] <= r["success_rate"] <= r["success_rate_ci_high"] <= 1.0
+        assert 0 < r["env_steps"] <= cfg.budget + 1_000  # a PPO rollout may finish its last option
+    rows = list(csv.DictReader(open(cfg.out / "table2_tech_tree.csv")))
+    assert [r["task"] for r in rows] == ["collect_wood"]
+    assert {"rlgpt_success_rate_ci_low", "pure_rl_success_rate_ci_high", "pure_code_env_steps"} <= set(rows[0])
+    scores = by_key["table5_crafter_score"].rows
+    assert all(r["episodes"] == 3 for r in scores if r["source"] == "ours (Crafter)")
+    assert len(by_key["table5_achievements"].rows) == 22
+
+
+@pytest.mark.slow
+def test_published_rows_are_marked_as_published(quick_report):
+    cfg, tables, path = quick_report
+    by_key = {t.key: t for t in tables}
+    published = [r for r in by_key["table1_obtain_diamond"].rows if r["source"] != "ours (Crafter)"]
+    assert {r["method"] for r in published} == {"DreamerV3", "VPT", "DEPS-Oracle", "Plan4MC", "RL-GPT"}
+    assert all("published, MineDojo" in r["source"] and "not our run" in r["source"] for r in published)
+    crafter = {r["agent"]: r for r in by_key["table5_crafter_score"].rows if r["source"] != "ours (Crafter)"}
+    assert crafter["Human experts"]["crafter_score"] == 50.5 and crafter["DreamerV3"]["crafter_score"] == 14.5
+    assert all("published, Crafter" in r["source"] for r in crafter.values())
+    data = json.loads((cfg.out / "report.json").read_text())
+    assert [t["key"] for t in data["tables"]] == [t.key for t in tables]
+
+
+@pytest.mark.slow
+def test_rerun_reuses_every_cached_cell(quick_report, capsys):
+    from graph.evaluate import run
+
+    cfg, _, _ = quick_report
+    run(cfg, [1, 4], command="test")
+    out = capsys.readouterr().out
+    assert "0 cells measured" in out and "measured 0" not in out
