@@ -78,7 +78,7 @@ def test_kill_and_resume(tmp_path):
     assert len(before) + len(after) == last
     sessions = json.loads((out / RUN_ID / "sessions.json").read_text())
     assert [s["resumed"] for s in sessions] == [False, True]
-    assert report["wall_s"] >= sum(s["ended"] - s["started"] for s in sessions) - 1e-6
+    assert report["wall_s"] >= sum(s["ended"] - s["started"] for s in sessions) - 0.01  # report rounds to 0.01 s
 
     again = subprocess.run([sys.executable, "-m", "graph.run", "--resume", RUN_ID, "--out", str(out)],
                            cwd=ROOT, capture_output=True, text=True, timeout=120)
