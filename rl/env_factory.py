@@ -15,21 +15,10 @@ import gymnasium as gym
 import numpy as np
 
 from envs.seeds import EVAL_SEED_BASE, check_training_seed
+from rl.options import GameForwarding
 
 
-class _GameForwarding(gym.Wrapper):
-    """Exposes the attributes envs.coded.execute and coded actions use (gymnasium wrappers do not)."""
-
-    @property
-    def game(self):
-        return self.env.get_wrapper_attr("game")
-
-    @property
-    def primitive_actions(self) -> list[str]:
-        return list(self.env.get_wrapper_attr("primitive_actions"))
-
-
-class SuccessTermination(_GameForwarding):
+class SuccessTermination(GameForwarding):
     """With Crafter's own reward, success does not end an episode; this makes it end."""
 
     def step(self, action):
@@ -42,7 +31,7 @@ def snapshot(info: dict) -> dict:
     return {"inventory": dict(info.get("inventory", {})), "achievements": frozenset(info.get("achievements", ()))}
 
 
-class RewardShaping(_GameForwarding):
+class RewardShaping(GameForwarding):
     """Adds ``shaping(prev, curr)`` to every primitive step's reward. A raising shaping function is a
     configuration error, so it is reported with the step and stops training instead of being hidden."""
 
@@ -69,7 +58,7 @@ class RewardShaping(_GameForwarding):
         return obs, float(reward) + bonus, terminated, truncated, info
 
 
-class TrainingSeeds(_GameForwarding):
+class TrainingSeeds(GameForwarding):
     """Every episode gets its own training world: worker i plays seeds start+i, start+i+n, ...,
     always below EVAL_SEED_BASE, so training never meets an evaluation world."""
 

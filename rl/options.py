@@ -12,7 +12,19 @@ import gymnasium as gym
 import numpy as np
 
 
-class CodedActionsWrapper(gym.Wrapper):
+class GameForwarding(gym.Wrapper):
+    """Exposes the attributes envs.coded.execute and coded actions use (gymnasium wrappers do not)."""
+
+    @property
+    def game(self):
+        return self.env.get_wrapper_attr("game")
+
+    @property
+    def primitive_actions(self) -> list[str]:
+        return list(self.env.get_wrapper_attr("primitive_actions"))
+
+
+class CodedActionsWrapper(GameForwarding):
     """``Discrete(n_primitive + k)``. Index ``n_primitive + j`` runs ``coded_actions[j]``.
 
     ``info`` always has ``primitive_steps``, ``option_reward`` (undiscounted reward of the transition),
@@ -36,15 +48,6 @@ class CodedActionsWrapper(gym.Wrapper):
         self._noop = names.index("noop")
         self.call_counts = {a.name: 0 for a in self.coded_actions}
         self.failure_counts = {a.name: 0 for a in self.coded_actions}
-
-    # envs.coded.execute drives the env through these, so forward them from the wrapped env
-    @property
-    def game(self):
-        return self.env.get_wrapper_attr("game")
-
-    @property
-    def primitive_actions(self) -> list[str]:
-        return list(self.env.get_wrapper_attr("primitive_actions"))
 
     @property
     def action_names(self) -> list[str]:
