@@ -13,6 +13,16 @@ CSV_COLUMNS = ["step", "update", "episodes", "success_rate", "mean_return", "mea
                "policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac", "lr"]
 
 
+def _graph_stream_writer():
+    """LangGraph's custom-event writer when training runs inside a graph node (train_ppo), else None."""
+    try:
+        from langgraph.config import get_stream_writer
+
+        return get_stream_writer()
+    except Exception:  # outside a graph run there is no runnable context: nothing to report to
+        return None
+
+
 def default_run_dir(name: str) -> Path:
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name) or "run"
     return Path("runs") / "ppo" / f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -37,12 +47,16 @@ class RunLogger:
         from torch.utils.tensorboard import SummaryWriter
 
         self._tb = SummaryWriter(str(run_dir / "tb"))
+        self._graph_writer = _graph_stream_writer()
         mode = settings.progress
-        if mode == "auto":
+        if mode == "auto" and self._graph_writer is not None:
+            mode = "none"  # the graph run's own display shows training; a second live bar would clash
+        elif mode == "auto":
             mode = "bar" if sys.stdout.isatty() else "log"
         if mode not in ("bar", "log", "none"):
             raise ValueError(f"progress must be 'auto', 'bar', 'log' or 'none', got {settings.progress!r}")
         self.mode = mode
+        self._name = name
         self._bar = None
         if mode == "bar":
             from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -63,6 +77,9 @@ class RunLogger:
                 self._tb.add_scalar(f"ppo/{key}", value, step)
         summary = (f"success {_fmt(row['success_rate'])}  return {_fmt(row['mean_return'])}  "
                    f"{row['sps']:.0f} steps/s")
+        if self._graph_writer is not None:  # inside a graph run: drive the run's own training bar
+            self._graph_writer({"event": "train", "name": self._name, "steps": step, "total": self.total,
+                                "success_rate": row.get("success_rate"), "mean_return": row.get("mean_return")})
         if self._bar is not None:
             self._bar.update(self._task, completed=min(step, self.total), info=summary)
         elif self.mode == "log" and (row["update"] % self.log_every == 0 or step >= self.total):
