@@ -68,6 +68,18 @@ class RunSettings(BaseModel):
 
         return get_task(value).name  # UnknownTaskError is a ValueError that lists close matches
 
+    @field_validator("env")
+    @classmethod
+    def _available_env(cls, value: str) -> str:
+        if value != "crafter":  # building a backend is the honest availability check; Crafter always is
+            from envs.registry import BackendUnavailable, make_backend
+
+            try:
+                make_backend(value)
+            except BackendUnavailable as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
     @field_validator("model")
     @classmethod
     def _model_name(cls, value: str | None) -> str | None:
