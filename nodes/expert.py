@@ -247,7 +247,9 @@ class ExpertModel:
         steps = int(c["train_steps"])
         if previous and feedback.get("verdict") == "revise":
             steps = 2 * int(previous)  # inner loop: the critic saw it still improving
-        steps = max(min(steps, int(c["budget_left"])), int(c.get("min_train_steps", 1000)))
+        # A fair share of what is left: training one subtask must not starve the subtasks after it.
+        share = int(c["budget_left"]) // max(1, int(c.get("subtasks_left", 1)))
+        steps = max(min(steps, share), int(c.get("min_train_steps", 1000)))
         ppo = {**(c.get("ppo_defaults") or {}), "total_steps": steps}
         return {"task": c["subtask"], "obs_kind": "symbolic", "reward": "task",
                 "coded_actions": list(sources.values()), "eval_episodes": 0, "ppo": ppo}

@@ -62,6 +62,7 @@ def fast_context(state: dict, settings: Any, round_: Sequence[Any] = ()) -> dict
         "test_seeds": test_seeds(settings, state), "test_max_steps": TASKS[subtask].max_steps,
         "train_steps": int(knob(settings, "train_steps", 20_000)), "min_train_steps": MIN_TRAIN_STEPS,
         "budget_left": budget_left(state), "previous_train_steps": previous_steps,
+        "subtasks_left": max(1, len(state["plan"]) - state["subtask_index"]),
         "run_dir": str(run_dir.resolve()),
         "ppo_defaults": {**PPO_DEFAULTS, "seed": int(knob(settings, "seed", 0)) + 1},
     }

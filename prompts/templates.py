@@ -110,6 +110,7 @@ def _render_fast(c: Mapping[str, Any]) -> str:
         _block("Limits", {"max_steps per code test": c.get("test_max_steps"),
                           "total_steps for one training": c.get("train_steps"),
                           "environment steps left in the budget": c.get("budget_left"),
+                          "subtasks left, this one included (leave them a share)": c.get("subtasks_left"),
                           "run_dir for train_ppo": c.get("run_dir"),
                           "ppo defaults": c.get("ppo_defaults")}),
         _block("Validated RL configuration (call train_ppo with it)", c.get("configured")),
