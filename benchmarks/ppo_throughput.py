@@ -1,9 +1,10 @@
-"""Throughput on one symbolic Crafter setup: raw env steps/s, our PPO's training steps/s (sync and async
-vector envs), and stable-baselines3 PPO's training steps/s with the same env stack, network and settings.
+"""Throughput on one symbolic Crafter setup: raw env steps/s, our PPO's training steps/s (sync, batched and
+async vector envs), and stable-baselines3 PPO's training steps/s with the same env stack, network and settings.
 
 Targets (issue 3): ours >= 0.7x raw and >= 1.5x stable-baselines3.
 
     python -m benchmarks.ppo_throughput [--task collect_diamond] [--steps 8192] [--num-envs 4] [--repeats 2]
+                                        [--modes sync,batched,async]
 
 The default task never succeeds by chance, so episodes run to their step limit and the figures measure
 stepping and learning rather than world generation at resets.
@@ -11,6 +12,7 @@ stepping and learning rather than world generation at resets.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -98,6 +100,7 @@ def main(argv=None) -> int:
     p.add_argument("--num-envs", type=int, default=4)
     p.add_argument("--max-episode-steps", type=int, default=1000)
     p.add_argument("--repeats", type=int, default=2, help="alternating rounds; each figure is its best round")
+    p.add_argument("--modes", default="sync,batched,async", help="our vector modes to measure, comma-separated")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     cfg = RLConfig(task=args.task, max_episode_steps=args.max_episode_steps)
@@ -105,17 +108,21 @@ def main(argv=None) -> int:
 
     warm_up_imports()
     # the machine is shared: alternate the measurements and keep each one's best of --repeats
-    raw, ours, sb3 = 0.0, {"sync": 0.0, "async": 0.0}, None
+    raw, ours, sb3 = 0.0, dict.fromkeys(args.modes.split(","), 0.0), None
     for rep in range(args.repeats):
-        raw = max(raw, raw_steps_per_s(factory, args.raw_steps))
+        figures = {"raw": raw_steps_per_s(factory, args.raw_steps)}
         for mode in ours:
-            ours[mode] = max(ours[mode], ours_steps_per_s(cfg, args.steps, args.num_envs, mode))
+            figures[mode] = ours_steps_per_s(cfg, args.steps, args.num_envs, mode)
+            ours[mode] = max(ours[mode], figures[mode])
         sps = sb3_steps_per_s(cfg, args.steps, args.num_envs)
+        raw, figures["sb3"] = max(raw, figures["raw"]), sps
         sb3 = sps if sb3 is None else max(sb3, sps or 0.0)
-        print(f"  repeat {rep + 1}/{args.repeats} done", flush=True)
+        print(f"  repeat {rep + 1}/{args.repeats}: "
+              + ", ".join(f"{k} {v:.0f}" for k, v in figures.items() if v is not None), flush=True)
     print(f"raw env (1 env, random actions, this process): {raw:8.0f} steps/s")
     for mode, sps in ours.items():
-        print(f"our PPO ({args.num_envs} envs, {mode:5s}):               {sps:8.0f} steps/s  ({sps / raw:.2f}x raw)")
+        print(f"our PPO ({args.num_envs} envs, {mode:7s}):             {sps:8.0f} steps/s  ({sps / raw:.2f}x raw"
+              + (f", {sps / sb3:.2f}x SB3)" if sb3 else ")"))
     best_mode = max(ours, key=ours.get)
     if sb3 is not None:
         print(f"stable-baselines3 PPO ({args.num_envs} envs, DummyVecEnv): {sb3:8.0f} steps/s")
@@ -123,7 +130,7 @@ def main(argv=None) -> int:
     print(f"\nbest ours ({best_mode}): {best / raw:.2f}x raw (target >= 0.7)"
           + (f", {best / sb3:.2f}x stable-baselines3 (target >= 1.5)" if sb3 else ""))
     print(f"task {cfg.task}, symbolic obs, {args.steps} training steps per measurement, "
-          f"{torch.get_num_threads()} torch thread(s)")
+          f"{torch.get_num_threads()} torch thread(s), {os.cpu_count()} CPU(s)")
     return 0
 
 

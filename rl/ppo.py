@@ -76,7 +76,9 @@ class PPOSettings:
     hidden_size: int = 64
     """width of the MLP layers (and of the CNN's last layer)"""
     vector_mode: str = "sync"
-    """'sync' steps the environments in this process, 'async' in one worker process each"""
+    """'sync' steps the environments in this process, 'batched' in one worker process per CPU core (each
+    stepping its share of the envs in a loop), 'async' in one worker process each; 'auto' is 'batched' for
+    Crafter with 2 or more envs and 'sync' otherwise (a CartPole step costs less than a pipe round trip)"""
     torch_threads: int = 1
     """torch CPU threads of the learner (1 leaves the other cores to environment workers)"""
     device: str = "auto"
@@ -273,13 +275,31 @@ def _column(infos: dict, key: str, n: int, default: float, dtype=np.float64) -> 
     return out
 
 
+VECTOR_MODES = ("auto", "sync", "batched", "async")
+
+
+def resolve_vector_mode(mode: str, env_source, num_envs: int) -> str:
+    """'auto' -> 'batched' for Crafter with >= 2 envs (a Crafter step costs far more than the pipe round
+    trip), 'sync' otherwise."""
+    if mode not in VECTOR_MODES:
+        raise ValueError(f"vector_mode must be one of {', '.join(map(repr, VECTOR_MODES))}, got {mode!r}")
+    if mode == "auto":
+        return "batched" if env_source.config is not None and num_envs >= 2 else "sync"
+    return mode
+
+
 def make_vector_env(env_fns: list, mode: str) -> gym.vector.VectorEnv:
-    if mode not in ("sync", "async"):
-        raise ValueError(f"vector_mode must be 'sync' or 'async', got {mode!r}")
+    if mode not in VECTOR_MODES[1:]:
+        raise ValueError(f"vector_mode must be 'sync', 'batched' or 'async' here, got {mode!r}")
     kwargs = dict(autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    if mode == "batched":
+        from rl.vector import BatchedVectorEnv
+
+        return BatchedVectorEnv(env_fns)  # always same-step autoreset
     if mode == "async":
-        # forkserver: forking a process that already runs OpenMP threads (torch, numba) can abort
-        return gym.vector.AsyncVectorEnv(env_fns, context="spawn" if sys.platform == "darwin" else "forkserver", **kwargs)
+        from rl.vector import default_context
+
+        return gym.vector.AsyncVectorEnv(env_fns, context=default_context(), **kwargs)
     return gym.vector.SyncVectorEnv(env_fns, **kwargs)
 
 
@@ -296,7 +316,8 @@ def train(settings: PPOSettings, source: Any, run_name: str | None = None) -> Tr
     torch.set_num_threads(max(1, s.torch_threads))
     device = _resolve_device(s.device)
 
-    envs = make_vector_env(env_source.env_fns(s.num_envs, s.seed, s.gamma), s.vector_mode)
+    mode = resolve_vector_mode(s.vector_mode, env_source, s.num_envs)
+    envs = make_vector_env(env_source.env_fns(s.num_envs, s.seed, s.gamma), mode)
     try:
         return _train_loop(s, env_source, envs, device, run_name or env_source.name)
     finally:

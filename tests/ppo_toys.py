@@ -108,3 +108,53 @@ def bad_name(game):
 def forever(game):
     while True:
         yield "step"
+
+
+class InfoVarietyEnv(gym.Env):
+    """Infos of every shape a vector env must batch: keys only some envs or steps report, a key whose type
+    differs between envs (int here, float there), strings, arrays, a nested dict; episodes of random length
+    (from the reset seed) that end by termination or by truncation. For comparing vector envs."""
+
+    def __init__(self, index: int = 0, fail_at: int | None = None, hang_at: int | None = None,
+                 die_at: int | None = None):
+        self.index, self.fail_at, self.hang_at, self.die_at = index, fail_at, hang_at, die_at
+        self.action_space = gym.spaces.Discrete(4)
+        self.observation_space = gym.spaces.Box(-1e6, 1e6, (3,), np.float32)
+        self.t, self.calls, self.limit = 0, 0, 1
+
+    def _obs(self):
+        return np.array([self.index, self.t, self.np_random.random()], np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t, self.limit = 0, int(self.np_random.integers(2, 12))
+        info = {"start": self.index} if self.index % 2 else {}
+        return self._obs(), info
+
+    def step(self, action):
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise KeyError(f"env {self.index} broke on call {self.calls}")
+        if self.calls == self.hang_at:
+            import time
+            time.sleep(3600)
+        if self.calls == self.die_at:
+            import os
+            os._exit(3)
+        self.t += 1
+        info = {"steps": self.t, "mixed": self.index if self.index % 2 else self.index + 0.5,
+                "name": f"env{self.index}-{int(action)}", "mask": np.arange(4) <= int(action)}
+        if self.t % 3 == 0:
+            info["every_third"] = True
+            info["nested"] = {"a": self.t * 1.5, "deep": {"b": np.int32(self.index)}}
+        end = self.t >= self.limit
+        terminated = end and self.index % 2 == 0
+        return self._obs(), float(action) + self.t, terminated, end and not terminated, info
+
+
+class InfoVarietyFactory:
+    def __init__(self, index: int, **kwargs):
+        self.index, self.kwargs = index, kwargs
+
+    def __call__(self):
+        return InfoVarietyEnv(self.index, **self.kwargs)
