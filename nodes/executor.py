@@ -21,15 +21,26 @@ from nodes.skills_io import skill_from_best
 class _ChainStep:
     """One skill, loaded once and run in many episodes."""
 
-    def __init__(self, subtask: str, record: dict, seed: int):
+    def __init__(self, subtask: str, record: dict, seed: int, earlier: list[str] | None = None,
+                 pool: dict[str, str] | None = None):
         self.subtask = subtask
         self.achievement = TASKS[subtask].achievement or subtask
         self.kind = record["kind"]
         if self.kind == "code":
             from tools.sandbox import load_coded_actions
 
-            actions = load_coded_actions("\n\n".join(record.get("sources") or []))
+            source = "\n\n".join(record.get("sources") or [])
             entry = record.get("entry")
+            if pool and entry and entry != "main" and entry in pool:
+                # Play the entry as the code tests did: through the chain driver, with the earlier
+                # skills' actions at hand to gather what it lacks (a table needs more wood than the
+                # wood skill left behind).
+                from prompts.fewshot import chain_as_action
+
+                steps = [name for name in (earlier or []) if name in pool] + [entry]
+                entry = f"play_{subtask}"
+                source = chain_as_action(pool, steps, TASKS[subtask].max_steps, entry)
+            actions = load_coded_actions(source)
             chosen = [a for a in actions if a.name == entry] or actions[-1:]
             if not chosen:
                 raise ValueError(f"coded skill for {subtask} defines no coded action")
@@ -52,6 +63,23 @@ class _ChainStep:
         return run.steps, run.ended, None
 
 
+def _load_chain(plan: list[dict], skills: dict[str, dict], seed: int) -> list[_ChainStep]:
+    """The skills in plan order; each coded one sees every coded action the skills up to it define."""
+    from nodes.attempts import split_functions
+
+    pool: dict[str, str] = {}
+    chain, earlier = [], []
+    for sub in plan:
+        record = skills[sub["name"]]
+        for src in record.get("sources") or []:
+            for name, fn_source in split_functions(src).items():
+                if name != "main":
+                    pool.setdefault(name, fn_source)
+        chain.append(_ChainStep(sub["name"], record, seed, earlier=list(earlier), pool=dict(pool)))
+        earlier.append(sub["name"])
+    return chain
+
+
 def evaluate_chain(task: str, plan: list[dict], skills: dict[str, dict], episodes: int, seed: int) -> dict:
     """Success of the chained skills on `episodes` held-out worlds."""
     from envs.crafter_env import CrafterEnv
@@ -61,7 +89,7 @@ def evaluate_chain(task: str, plan: list[dict], skills: dict[str, dict], episode
     if missing:
         return {"ran": False, "reason": f"no skill for {', '.join(missing)}: the chain is incomplete",
                 "episodes": 0, "success_rate": None, "steps": 0}
-    chain = [_ChainStep(s["name"], skills[s["name"]], seed) for s in plan]
+    chain = _load_chain(plan, skills, seed)
     env = CrafterEnv(task=task, obs_kind="symbolic", reward="task")
     target = TASKS[task]
     seeds = eval_seeds(episodes)

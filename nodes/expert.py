@@ -251,8 +251,16 @@ class ExpertModel:
         share = int(c["budget_left"]) // max(1, int(c.get("subtasks_left", 1)))
         steps = max(min(steps, share), int(c.get("min_train_steps", 1000)))
         ppo = {**(c.get("ppo_defaults") or {}), "total_steps": steps}
+        coded = list(sources.values())
+        prior = [p["main"] for p in c.get("prior_sources", []) if p.get("main")]
+        if prior:
+            # Each training episode starts in a fresh world, so the policy gets the solved prefix of
+            # the plan as one coded action: it then learns when to call it and what to do after.
+            from prompts.fewshot import chain_as_action
+
+            coded.append(chain_as_action(sources, prior, int(c["test_max_steps"]), f"reach_{c['subtask']}"))
         return {"task": c["subtask"], "obs_kind": "symbolic", "reward": "task",
-                "coded_actions": list(sources.values()), "eval_episodes": 0, "ppo": ppo}
+                "coded_actions": coded, "eval_episodes": 0, "ppo": ppo}
 
     def _call(self, name: str, args: dict) -> dict:
         self._calls += 1

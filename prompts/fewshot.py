@@ -112,6 +112,20 @@ def _with_swords(steps: list[str], sources: dict[str, str]) -> list[str]:
     return out
 
 
+def chain_as_action(sources: dict[str, str], steps: list[str] | tuple[str, ...], max_steps: int, name: str) -> str:
+    """The chain of `chain_source` wrapped into one coded action called `name`: its helpers become
+    nested functions, so a policy's action head gets one action that plays the whole chain."""
+    if not name.isidentifier() or name.startswith("_"):
+        raise ValueError(f"a coded action needs a plain Python name, got {name!r}")
+    body = chain_source(sources, steps, max_steps)
+    inner = "\n".join(("    " + line) if line.strip() else "" for line in body.splitlines())
+    return (f"@coded_action(max_steps={int(max_steps)})\n"
+            f"def {name}(game):\n"
+            f"    \"\"\"Play {' -> '.join(steps)} as one action (the chain of the skills solved so far).\"\"\"\n"
+            f"{inner}\n"
+            f"    yield from main(game)\n")
+
+
 def chain_source(sources: dict[str, str], steps: list[str] | tuple[str, ...], max_steps: int) -> str:
     """Sources plus a `main` that plays `steps` (coded-action names) in order.
 
