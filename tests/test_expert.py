@@ -247,3 +247,18 @@ def test_planner_node_keeps_a_sometimes_working_skill_or_stops():
     assert stopped["route"] == "executor" and "gave up" in stopped["stop_reason"]
     limited = make_planner(settings.model_copy(update={"max_replans": 0}), ExpertModel())(_failed_state(0.25))
     assert limited["route"] == "executor" and "re-plan limit" in limited["stop_reason"]
+
+
+def test_executor_gathers_what_a_coded_skill_lacks():
+    """A table needs two wood; the wood skill stops after one. The executor's chain driver gathers."""
+    from nodes.executor import evaluate_chain
+    from prompts.fewshot import fill
+
+    skills = {
+        "collect_wood": {"kind": "code", "entry": "collect_wood",
+                         "sources": [fill("collect", material="tree", item="wood"), fill("explore")]},
+        "place_table": {"kind": "code", "entry": "place_table", "sources": [fill("place", item="table")]},
+    }
+    plan = [{"name": "collect_wood"}, {"name": "place_table"}]
+    result = evaluate_chain("place_table", plan, skills, episodes=4, seed=0)
+    assert result["ran"] and result["reached"]["place_table"] >= 3 and not result["errors"]
