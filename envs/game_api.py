@@ -192,23 +192,9 @@ class GameAPI:
         """Moves that lead over known walkable tiles to `target` (or next to it when
         `adjacent`), or None when no known path exists. [] means already there."""
         goals = set(_neighbours(target)) if adjacent else {tuple(target)}
-        start = self.pos
-        if start in goals:
+        if self.pos in goals:
             return []
-        blocked = self._creature_positions()
-        previous: dict[Pos, tuple[Pos, str] | None] = {start: None}
-        queue = deque([start])
-        while queue:
-            cur = queue.popleft()
-            for move_dir, move in MOVE_FOR_DIRECTION.items():
-                nxt = (cur[0] + move_dir[0], cur[1] + move_dir[1])
-                if nxt in previous or nxt in blocked or self.material_at(nxt) not in WALKABLE:
-                    continue
-                previous[nxt] = (cur, move)
-                if nxt in goals:
-                    return _unwind(previous, nxt)
-                queue.append(nxt)
-        return None
+        return self._search(lambda pos: pos in goals)
 
     def is_facing(self, name: str) -> bool:
         """Whether the tile in front of the player holds this material or creature."""
@@ -353,36 +339,31 @@ class GameAPI:
         return cost
 
     def _path_to_spot_near(self, materials: list[str], limit: int = 4000) -> list[str] | None:
-        start = self.pos
-        previous: dict[Pos, tuple[Pos, str] | None] = {start: None}
-        queue = deque([start])
-        blocked = self._creature_positions()
-        while queue and len(previous) < limit:
-            cur = queue.popleft()
-            if cur != start and all(
-                    any(self.material_at((cur[0] + dx, cur[1] + dy)) == m
-                        for dx in (-1, 0, 1) for dy in (-1, 0, 1)) for m in materials):
-                return _unwind(previous, cur)
-            for d, move in MOVE_FOR_DIRECTION.items():
-                nxt = (cur[0] + d[0], cur[1] + d[1])
-                if nxt in previous or nxt in blocked or self.material_at(nxt) not in WALKABLE:
-                    continue
-                previous[nxt] = (cur, move)
-                queue.append(nxt)
-        return None
+        def near_all(cur: Pos) -> bool:
+            return all(any(self.material_at((cur[0] + dx, cur[1] + dy)) == m
+                           for dx in (-1, 0, 1) for dy in (-1, 0, 1)) for m in materials)
+
+        return self._search(near_all, limit=limit)
 
     def _step_toward_frontier(self) -> str | None:
         """First move of a shortest known path to a walkable tile that borders unknown ground."""
+        moves = list(MOVE_FOR_DIRECTION.items())
+        self._rng.shuffle(moves)  # varied but seeded tie-breaking between equal frontiers
+        path = self._search(lambda pos: any(self.material_at(n) == UNKNOWN for n in _neighbours(pos)), moves=moves)
+        return path[0] if path else None
+
+    def _search(self, is_goal, limit: int | None = None, moves=None) -> list[str] | None:
+        """Breadth-first search from the player over known walkable tiles free of creatures: the
+        moves to the nearest tile (other than the player's own) where `is_goal` holds, or None."""
         start = self.pos
         previous: dict[Pos, tuple[Pos, str] | None] = {start: None}
         queue = deque([start])
         blocked = self._creature_positions()
-        moves = list(MOVE_FOR_DIRECTION.items())
-        self._rng.shuffle(moves)  # varied but seeded tie-breaking between equal frontiers
-        while queue:
+        moves = moves or list(MOVE_FOR_DIRECTION.items())
+        while queue and (limit is None or len(previous) < limit):
             cur = queue.popleft()
-            if cur != start and any(self.material_at(n) == UNKNOWN for n in _neighbours(cur)):
-                return _unwind(previous, cur)[0]
+            if cur != start and is_goal(cur):
+                return _unwind(previous, cur)
             for d, move in moves:
                 nxt = (cur[0] + d[0], cur[1] + d[1])
                 if nxt in previous or nxt in blocked or self.material_at(nxt) not in WALKABLE:
