@@ -102,10 +102,7 @@ def parse_structured(message: AIMessage, schema: type[BaseModel]) -> BaseModel:
     for call in message.tool_calls:
         if call["name"] == name or len(message.tool_calls) == 1:
             return validate_into(schema, call["args"])
-    if message.invalid_tool_calls:
-        bad = message.invalid_tool_calls[0]
-        raise InvalidOutput(f"the arguments of your call to `{bad.get('name') or name}` are not "
-                            f"valid JSON: {preview(str(bad.get('args') or ''))!r}")
+    _refuse_unparsed_call(message, name)
     text = text_of(message)
     if not text.strip():
         raise InvalidOutput(f"the answer was empty; call `{name}` with its arguments.")
@@ -159,10 +156,7 @@ def validated_tool_calls(message: AIMessage, tools: Sequence[Any]) -> AIMessage:
     known = ", ".join(sorted(by_name))
     calls = list(message.tool_calls)
     if not calls:
-        if message.invalid_tool_calls:
-            bad = message.invalid_tool_calls[0]
-            raise InvalidOutput(f"the arguments of your call to `{bad.get('name')}` are not "
-                                f"valid JSON: {preview(str(bad.get('args') or ''))!r}")
+        _refuse_unparsed_call(message, None)
         text = text_of(message)
         if not text.strip():
             raise InvalidOutput(f"the answer was empty; call one of the tools: {known}.")
@@ -217,3 +211,11 @@ def render_answer(message: AIMessage) -> str:
         parts.append(f"(called `{bad.get('name')}` with unparseable arguments {bad.get('args')!r})")
     text = "\n".join(p for p in parts if p)
     return text or "(empty answer)"
+
+
+def _refuse_unparsed_call(message, fallback_name: str | None) -> None:
+    """A function call whose arguments were not valid JSON is reported to the model as such."""
+    if message.invalid_tool_calls:
+        bad = message.invalid_tool_calls[0]
+        raise InvalidOutput(f"the arguments of your call to `{bad.get('name') or fallback_name}` are not "
+                            f"valid JSON: {preview(str(bad.get('args') or ''))!r}")
