@@ -1,10 +1,15 @@
 """Throughput on one symbolic Crafter setup: raw env steps/s, our PPO's training steps/s (sync, batched and
-async vector envs), and stable-baselines3 PPO's training steps/s with the same env stack, network and settings.
+async vector envs, and actor workers), and stable-baselines3 PPO's training steps/s with the same env stack, network and settings.
 
 Targets (issue 3): ours >= 0.7x raw and >= 1.5x stable-baselines3.
 
     python -m benchmarks.ppo_throughput [--task collect_diamond] [--steps 8192] [--num-envs 4] [--repeats 2]
-                                        [--modes sync,batched,async]
+                                        [--modes sync,batched,async,actors] [--sb3-vec dummy,subproc] [--device cpu]
+
+Two raw figures are printed: one env stepped in this process (the env's own speed), and the same vector
+env our PPO uses, stepped with random actions (what PPO could reach with zero learning cost). On a
+machine with many cores the second is the fair reference for a multi-process mode. SB3 runs with the
+vec env of the same kind: DummyVecEnv beside our sync mode, SubprocVecEnv beside the multi-process ones.
 
 The default task never succeeds by chance, so episodes run to their step limit and the figures measure
 stepping and learning rather than world generation at resets.
@@ -21,8 +26,11 @@ import numpy as np
 import torch
 
 from rl.config import RLConfig
-from rl.env_factory import CrafterFactory
-from rl.ppo import PPOSettings, train
+from rl.env_factory import CrafterFactory, EnvSource
+from rl.ppo import PPOSettings, make_vector_env, train
+from rl.vector import BatchedVectorEnv, default_context, random_steps
+
+SB3_KIND = {"sync": "dummy", "batched": "subproc", "async": "subproc", "actors": "subproc"}
 
 
 def warm_up_imports() -> None:
@@ -50,9 +58,37 @@ def raw_steps_per_s(factory, steps: int) -> float:
     return steps / (time.perf_counter() - start)
 
 
-def ours_steps_per_s(cfg: RLConfig, steps: int, num_envs: int, mode: str) -> float:
+def raw_vector_steps_per_s(cfg: RLConfig, steps: int, num_envs: int, mode: str) -> float:
+    """The vector env our PPO builds for ``mode``, stepped with random actions: PPO's ceiling. For 'actors',
+    the workers step their envs on their own (no message per step), as they do when collecting."""
+    s = PPOSettings()
+    if mode == "actors":
+        envs = BatchedVectorEnv(EnvSource.from_any(cfg).env_fns(num_envs, s.seed, s.gamma))
+        try:
+            start = time.perf_counter()
+            jobs = [(-(-steps // num_envs), w) for w in range(len(envs.worker_slices))]
+            done = sum(envs.run_in_workers(random_steps, jobs))
+            return done / (time.perf_counter() - start)
+        finally:
+            envs.close()
+    envs = make_vector_env(EnvSource.from_any(cfg).env_fns(num_envs, s.seed, s.gamma), mode)
+    try:
+        rng = np.random.default_rng(0)
+        n_actions = int(envs.single_action_space.n)
+        start = time.perf_counter()  # includes the first reset, as the trainers' clocks do
+        envs.reset(seed=s.seed)
+        done = 0
+        while done < steps:
+            envs.step(rng.integers(n_actions, size=num_envs))
+            done += num_envs
+        return done / (time.perf_counter() - start)
+    finally:
+        envs.close()
+
+
+def ours_steps_per_s(cfg: RLConfig, steps: int, num_envs: int, mode: str, device: str) -> float:
     settings = cfg.ppo_settings(total_steps=steps, num_envs=num_envs, vector_mode=mode, progress="none",
-                                run_dir=tempfile.mkdtemp(prefix="ppo_tp_"))
+                                device=device, run_dir=tempfile.mkdtemp(prefix="ppo_tp_"))
     result = train(settings, cfg)
     return result.steps_used / result.wall_time_s  # from the first reset to the last update
 
@@ -71,25 +107,32 @@ def _KeepOneThread():
     return KeepOneThread()
 
 
-def sb3_steps_per_s(cfg: RLConfig, steps: int, num_envs: int) -> float | None:
+def sb3_steps_per_s(cfg: RLConfig, steps: int, num_envs: int, kind: str, device: str) -> float | None:
     try:
         from stable_baselines3 import PPO
-        from stable_baselines3.common.vec_env import DummyVecEnv
+        from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
     except ImportError:
-        print("stable-baselines3 is not installed (pip install -e '.[dev]'): skipping its figure")
         return None
     s = PPOSettings()
     payload = cfg.model_dump_json()
-    venv = DummyVecEnv([CrafterFactory(payload, i, num_envs, s.seed, s.gamma) for i in range(num_envs)])
-    model = PPO("MlpPolicy", venv, n_steps=s.num_steps, batch_size=s.num_steps * num_envs // s.num_minibatches,
-                n_epochs=s.update_epochs, learning_rate=s.learning_rate, gamma=s.gamma, gae_lambda=s.gae_lambda,
-                clip_range=s.clip_coef, ent_coef=s.ent_coef, vf_coef=s.vf_coef, max_grad_norm=s.max_grad_norm,
-                device="cpu", seed=s.seed, verbose=0)
-    start = time.perf_counter()
-    model.learn(total_timesteps=steps, callback=_KeepOneThread())
-    elapsed = time.perf_counter() - start
-    venv.close()
-    return model.num_timesteps / elapsed
+    fns = [CrafterFactory(payload, i, num_envs, s.seed, s.gamma) for i in range(num_envs)]
+    venv = DummyVecEnv(fns) if kind == "dummy" else SubprocVecEnv(fns, start_method=default_context())
+    try:
+        model = PPO("MlpPolicy", venv, n_steps=s.num_steps,
+                    batch_size=s.num_steps * num_envs // s.num_minibatches, n_epochs=s.update_epochs,
+                    learning_rate=s.learning_rate, gamma=s.gamma, gae_lambda=s.gae_lambda, clip_range=s.clip_coef,
+                    ent_coef=s.ent_coef, vf_coef=s.vf_coef, max_grad_norm=s.max_grad_norm, device=device,
+                    seed=s.seed, verbose=0)
+        start = time.perf_counter()
+        model.learn(total_timesteps=steps, callback=_KeepOneThread())
+        return model.num_timesteps / (time.perf_counter() - start)
+    finally:
+        venv.close()
+
+
+def _best(store: dict, key: str, value: float | None) -> None:
+    if value is not None:
+        store[key] = max(store.get(key, 0.0), value)
 
 
 def main(argv=None) -> int:
@@ -100,36 +143,55 @@ def main(argv=None) -> int:
     p.add_argument("--num-envs", type=int, default=4)
     p.add_argument("--max-episode-steps", type=int, default=1000)
     p.add_argument("--repeats", type=int, default=2, help="alternating rounds; each figure is its best round")
-    p.add_argument("--modes", default="sync,batched,async", help="our vector modes to measure, comma-separated")
+    p.add_argument("--modes", default="sync,batched,async,actors", help="our vector modes to measure, comma-separated")
+    p.add_argument("--sb3-vec", default=None, help="SB3 vec envs to measure: dummy, subproc or both "
+                                                   "(default: the kinds matching --modes)")
+    p.add_argument("--device", default="cpu", help="torch device of both trainers (cpu, cuda)")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
+    modes = args.modes.split(",")
+    sb3_kinds = (args.sb3_vec.split(",") if args.sb3_vec
+                 else sorted({SB3_KIND[m] for m in modes}, key=["dummy", "subproc"].index))
     cfg = RLConfig(task=args.task, max_episode_steps=args.max_episode_steps)
     factory = CrafterFactory(cfg.model_dump_json(), 0, 1, 0, 0.99)
 
     warm_up_imports()
-    # the machine is shared: alternate the measurements and keep each one's best of --repeats
-    raw, ours, sb3 = 0.0, dict.fromkeys(args.modes.split(","), 0.0), None
+    try:
+        import stable_baselines3  # noqa: F401
+    except ImportError:
+        print("stable-baselines3 is not installed (pip install -e '.[dev]'): no SB3 figures")
+        sb3_kinds = []
+    # the machine may be shared: alternate the measurements and keep each one's best of --repeats
+    best: dict[str, float] = {}
     for rep in range(args.repeats):
         figures = {"raw": raw_steps_per_s(factory, args.raw_steps)}
-        for mode in ours:
-            figures[mode] = ours_steps_per_s(cfg, args.steps, args.num_envs, mode)
-            ours[mode] = max(ours[mode], figures[mode])
-        sps = sb3_steps_per_s(cfg, args.steps, args.num_envs)
-        raw, figures["sb3"] = max(raw, figures["raw"]), sps
-        sb3 = sps if sb3 is None else max(sb3, sps or 0.0)
+        for mode in modes:
+            figures[f"raw-{mode}"] = raw_vector_steps_per_s(cfg, args.steps, args.num_envs, mode)
+            figures[mode] = ours_steps_per_s(cfg, args.steps, args.num_envs, mode, args.device)
+        for kind in sb3_kinds:
+            figures[f"sb3-{kind}"] = sb3_steps_per_s(cfg, args.steps, args.num_envs, kind, args.device)
+        for k, v in figures.items():
+            _best(best, k, v)
         print(f"  repeat {rep + 1}/{args.repeats}: "
               + ", ".join(f"{k} {v:.0f}" for k, v in figures.items() if v is not None), flush=True)
-    print(f"raw env (1 env, random actions, this process): {raw:8.0f} steps/s")
-    for mode, sps in ours.items():
-        print(f"our PPO ({args.num_envs} envs, {mode:7s}):             {sps:8.0f} steps/s  ({sps / raw:.2f}x raw"
-              + (f", {sps / sb3:.2f}x SB3)" if sb3 else ")"))
-    best_mode = max(ours, key=ours.get)
-    if sb3 is not None:
-        print(f"stable-baselines3 PPO ({args.num_envs} envs, DummyVecEnv): {sb3:8.0f} steps/s")
-    best = ours[best_mode]
-    print(f"\nbest ours ({best_mode}): {best / raw:.2f}x raw (target >= 0.7)"
-          + (f", {best / sb3:.2f}x stable-baselines3 (target >= 1.5)" if sb3 else ""))
-    print(f"task {cfg.task}, symbolic obs, {args.steps} training steps per measurement, "
+
+    raw = best["raw"]
+    print(f"\nraw env, 1 env in this process, random actions: {raw:8.0f} steps/s")
+    for mode in modes:
+        print(f"raw {mode:7s} vector env ({args.num_envs} envs), random actions: {best[f'raw-{mode}']:8.0f} steps/s")
+    for kind in sb3_kinds:
+        print(f"stable-baselines3 PPO ({args.num_envs} envs, {kind:7s}):    {best[f'sb3-{kind}']:8.0f} steps/s")
+    print()
+    for mode in modes:
+        sps, kind = best[mode], SB3_KIND[mode]
+        vs_sb3 = f", {sps / best[f'sb3-{kind}']:.2f}x SB3-{kind}" if f"sb3-{kind}" in best else ""
+        print(f"our PPO ({args.num_envs} envs, {mode:7s}): {sps:8.0f} steps/s = {sps / raw:.2f}x raw 1-env, "
+              f"{sps / best[f'raw-{mode}']:.2f}x raw {mode}{vs_sb3}")
+    top = max(modes, key=best.get)
+    sb3_top = max((best[f"sb3-{k}"] for k in sb3_kinds), default=None)
+    print(f"\nbest ours ({top}): {best[top] / raw:.2f}x raw 1-env, {best[top] / best[f'raw-{top}']:.2f}x raw "
+          f"{top} (target >= 0.7)" + (f", {best[top] / sb3_top:.2f}x best SB3 (target >= 1.5)" if sb3_top else ""))
+    print(f"task {cfg.task}, symbolic obs, {args.steps} training steps per measurement, device {args.device}, "
           f"{torch.get_num_threads()} torch thread(s), {os.cpu_count()} CPU(s)")
     return 0
 

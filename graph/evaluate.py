@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ablation-task", help=f"task of table 4 (default {d.ablation_task})")
     p.add_argument("--crafter-episode-steps", type=int, help="episode length of table 5 (default 10000, the "
                                                              "benchmark's)")
+    p.add_argument("--vector-mode", choices=["sync", "batched", "async", "actors"],
+                   help="how every PPO training steps its envs (default sync: the same figures on any machine; "
+                        "actors: fastest on many cores, cells cached apart; docs/performance.md)")
     p.add_argument("--no-resume", action="store_true", help="ignore the cell cache and measure everything again")
     return p
 
@@ -56,7 +59,7 @@ def config_from(args: argparse.Namespace) -> EvalConfig:
 
     values: dict = dict(QUICK) if args.quick else {}
     for name in ("budget", "task_budget", "episodes", "seed", "train_steps", "test_episodes",
-                 "crafter_episode_steps", "iteration_task", "ablation_task"):
+                 "crafter_episode_steps", "iteration_task", "ablation_task", "vector_mode"):
         if getattr(args, name) is not None:
             values[name] = getattr(args, name)
     if args.tasks:

@@ -77,6 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skill-threshold", type=float, metavar="P",
                    help=f"success rate at which a skill is reused (default: {d['skill_threshold'].default})")
     p.add_argument("--seed", type=int, help="training/code-test seed, below 1000000 (default: 0)")
+    p.add_argument("--vector-mode", choices=["sync", "batched", "async", "actors"],
+                   help="how PPO steps its envs: sync (default; the same run on any machine) or actors "
+                        "(fastest on many cores; docs/performance.md)")
     p.add_argument("--out", "--out-dir", dest="out_dir", type=Path, metavar="DIR",
                    help="output folder for checkpoints, skills and reports (default: runs)")
     p.add_argument("--skills-dir", type=Path, metavar="DIR", help="skill library folder (default: OUT/skills)")
@@ -91,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 SETTING_OPTIONS = ("task", "env", "model", "budget_steps", "max_outer_iters", "max_inner_iters", "max_wall_s",
                    "max_model_calls", "train_steps", "eval_episodes", "test_episodes", "target_success",
-                   "max_replans", "skill_threshold", "seed", "out_dir",
+                   "max_replans", "skill_threshold", "seed", "vector_mode", "out_dir",
                    "skills_dir", "run_id")
 
 

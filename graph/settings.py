@@ -51,6 +51,9 @@ class RunSettings(BaseModel):
         description="environment steps one PPO training of a learned sub-action may use (capped by the budget)")
     test_episodes: int | None = Field(
         None, ge=1, le=1_000, description="code-test seeds per measurement (default: min(8, eval_episodes))")
+    vector_mode: Literal["sync", "batched", "async", "actors"] = Field(
+        "sync", description="how PPO trainings step their envs (rl.ppo): 'sync' replays the same on any machine; "
+                            "'actors' is the fastest on many cores but its runs depend on the core count")
     target_success: float = Field(
         0.9, ge=0.0, le=1.0, description="success rate at which an attempt passes outright (no more refining)")
     max_replans: int = Field(1, ge=0, le=20, description="re-plans the planner may make after a subtask fails")

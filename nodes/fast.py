@@ -24,7 +24,9 @@ from prompts.templates import messages_for
 
 MAX_TOOL_ROUNDS = 4  # tool rounds per attempt before the critic judges what there is
 
-# Small PPO runs on a couple of CPU cores: few envs, stepped in-process, one torch thread.
+# Small PPO runs: few envs stepped in-process, one torch thread. 'sync' rather than 'actors' because an
+# actor's action samples depend on how the envs are split across workers, that is on the core count,
+# and a graph run should replay the same on any machine.
 PPO_DEFAULTS = {"num_envs": 4, "num_steps": 128, "vector_mode": "sync", "torch_threads": 1,
                 "progress": "none", "hidden_size": 64}
 
@@ -64,7 +66,8 @@ def fast_context(state: dict, settings: Any, round_: Sequence[Any] = ()) -> dict
         "budget_left": budget_left(state), "previous_train_steps": previous_steps,
         "subtasks_left": max(1, len(state["plan"]) - state["subtask_index"]),
         "run_dir": str(run_dir.resolve()),
-        "ppo_defaults": {**PPO_DEFAULTS, "seed": int(knob(settings, "seed", 0)) + 1},
+        "ppo_defaults": {**PPO_DEFAULTS, "vector_mode": knob(settings, "vector_mode", PPO_DEFAULTS["vector_mode"]),
+                         "seed": int(knob(settings, "seed", 0)) + 1},
     }
     for message in round_:
         if message.name == CONFIGURE_TOOL:

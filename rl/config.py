@@ -29,7 +29,7 @@ PPO_BOUNDS: dict[str, Any] = {
     "torch_threads": (1, 64),
     "log_every": (1, 100_000),
     "window": (1, 10_000),
-    "vector_mode": ("auto", "sync", "batched", "async"),
+    "vector_mode": ("auto", "sync", "batched", "async", "actors"),
     "device": ("auto", "cpu", "cuda"),
     "progress": ("auto", "bar", "log", "none"),
 }

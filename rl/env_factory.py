@@ -8,6 +8,7 @@ the worker. Stack (inner to outer):
 from __future__ import annotations
 
 import json
+import multiprocessing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,7 +105,22 @@ class CrafterFactory:
     gamma: float
 
     def __call__(self) -> gym.Env:
+        single_threaded_worldgen_in_workers()
         return build_crafter_env(self.config_json, self.gamma, seeds=(self.index, self.num_envs, self.seed))
+
+
+def single_threaded_worldgen_in_workers() -> None:
+    """In a worker process, world generation's noise (numba, parallel) runs on one thread. Its default is a
+    thread per core in every process, so with one worker per core each reset oversubscribes the machine
+    and the idle threads' spin-waits slow every worker's steps. The main process keeps numba's default."""
+    if multiprocessing.parent_process() is None:
+        return
+    try:
+        import numba
+
+        numba.set_num_threads(1)
+    except (ImportError, ValueError):  # no numba (pure-Python noise), or a layer that refuses: nothing to do
+        pass
 
 
 def build_crafter_env(config_json: str, gamma: float,

@@ -77,8 +77,12 @@ class PPOSettings:
     """width of the MLP layers (and of the CNN's last layer)"""
     vector_mode: str = "sync"
     """'sync' steps the environments in this process, 'batched' in one worker process per CPU core (each
-    stepping its share of the envs in a loop), 'async' in one worker process each; 'auto' is 'batched' for
-    Crafter with 2 or more envs and 'sync' otherwise (a CartPole step costs less than a pipe round trip)"""
+    stepping its share of the envs in a loop), 'async' in one worker process each, 'actors' in one worker
+    per core that also runs a copy of the policy and collects its share of each rollout (one message per
+    rollout instead of one per step); 'auto' is 'actors' for Crafter with 2 or more envs and 'sync'
+    otherwise (a CartPole step costs less than a pipe round trip). 'sync' and 'batched' give identical
+    runs for a seed; 'actors' is reproducible on one machine, but each worker samples its own
+    actions, so its runs change with the number of workers (by default, the CPU cores)"""
     torch_threads: int = 1
     """torch CPU threads of the learner (1 leaves the other cores to environment workers)"""
     device: str = "auto"
@@ -238,6 +242,167 @@ class Rollout:
 
 
 # --------------------------------------------------------------------------------------------------
+# Rollout collection: in this process, or in actor workers that hold a copy of the policy
+# --------------------------------------------------------------------------------------------------
+@dataclass
+class CollectorSpec:
+    obs_shape: tuple[int, ...]
+    n_actions: int
+    n_primitive: int
+    coded_names: tuple[str, ...]
+    hidden_size: int
+    num_steps: int
+    gamma: float
+    seed: int
+
+
+@dataclass
+class Segment:
+    """One collector's part of a rollout: (t_used, n) tensors, V of the observation after them, and stats."""
+
+    obs: Any
+    masks: Any
+    actions: Any
+    logprobs: Any
+    values: Any
+    rewards: Any
+    steps: Any
+    ends: Any
+    next_value: Any
+    steps_used: int
+    episodes: list  # (primitive steps into this rollout, return, length, success)
+    coded_calls: np.ndarray
+    coded_fail: dict
+    coded_errors: list
+
+    TENSORS = ("obs", "masks", "actions", "logprobs", "values", "rewards", "steps", "ends", "next_value")
+
+    def to_numpy(self) -> "Segment":
+        """Plain array copies: compact to pickle (a tensor view would carry its whole buffer)."""
+        return dataclasses.replace(self, **{k: getattr(self, k).cpu().numpy().copy() for k in self.TENSORS})
+
+    def to_device(self, device: torch.device) -> "Segment":
+        return dataclasses.replace(self, **{k: torch.as_tensor(getattr(self, k), device=device)
+                                            for k in self.TENSORS})
+
+
+class Collector:
+    """Steps a vector env with the policy for one rollout (``num_steps`` decisions per env, or fewer once
+    ``budget`` primitive steps are spent); keeps the current observation and running episodes between
+    rollouts."""
+
+    def __init__(self, envs: gym.vector.VectorEnv, spec: CollectorSpec, device: torch.device, threads: int = 1):
+        self.envs, self.spec, self.device, self.threads = envs, spec, device, threads
+        self.N = envs.num_envs
+        obs_space = envs.single_observation_space
+        self.obs_dtype = torch.uint8 if obs_space.dtype == np.uint8 else torch.float32
+        self.buf = Rollout(spec.num_steps, self.N, obs_space.shape, self.obs_dtype, spec.n_actions, device)
+        self.ep_ret, self.ep_len = np.zeros(self.N), np.zeros(self.N, dtype=np.int64)
+
+    def reset(self, seed) -> None:
+        obs_np, infos = self.envs.reset(seed=seed)
+        self.next_obs = torch.as_tensor(obs_np, device=self.device).to(self.obs_dtype)
+        self.next_mask = torch.as_tensor(_mask(infos, self.N, self.spec.n_actions), device=self.device)
+
+    def collect(self, agent: "Agent", budget: int) -> Segment:
+        spec, buf, N, device = self.spec, self.buf, self.N, self.device
+        n_coded = spec.n_actions - spec.n_primitive
+        calls = np.zeros(max(n_coded, 1), dtype=np.int64)
+        fail = dict.fromkeys(spec.coded_names, 0)
+        errors: list[str] = []
+        episodes: list = []
+        used, t_used = 0, 0
+        for t in range(spec.num_steps):
+            _keep_threads(self.threads)
+            buf.obs[t] = self.next_obs
+            buf.masks[t] = self.next_mask
+            with torch.no_grad():
+                action, logprob, _, value = agent.get_action_and_value(self.next_obs, self.next_mask)
+            buf.values[t], buf.actions[t], buf.logprobs[t] = value, action, logprob
+            act_np = action.cpu().numpy()
+
+            obs_np, reward, term, trunc, infos = self.envs.step(act_np)
+            done = np.logical_or(term, trunc)
+            step_info = infos
+            if done.any():
+                # same-step autoreset: this step's own info of a finished env sits in final_info
+                step_info = _merge_final(infos, done, N)
+            k = _column(step_info, "primitive_steps", N, 1.0)
+            raw_reward = _column(step_info, "option_reward", N, np.nan)
+            raw_reward = np.where(np.isnan(raw_reward), reward, raw_reward)
+            reward = np.asarray(reward, dtype=np.float64)
+
+            # a truncated episode is not a real end: bootstrap with V(final obs) (as SB3 does)
+            cut = np.logical_and(trunc, np.logical_not(term))
+            if cut.any():
+                final = np.stack([infos["final_obs"][i] for i in np.flatnonzero(cut)])
+                with torch.no_grad():
+                    v_final = agent.get_value(torch.as_tensor(final, device=device).to(self.obs_dtype)).cpu().numpy()
+                reward[cut] += (spec.gamma ** k[cut]) * v_final
+
+            buf.rewards[t] = torch.as_tensor(reward, dtype=torch.float32, device=device)
+            buf.steps[t] = torch.as_tensor(k, dtype=torch.float32, device=device)
+            buf.ends[t] = torch.as_tensor(done, dtype=torch.float32, device=device)
+            self.next_obs = torch.as_tensor(obs_np, device=device).to(self.obs_dtype)
+            self.next_mask = torch.as_tensor(_mask(infos, N, spec.n_actions), device=device)
+
+            used += int(k.sum())
+            self.ep_ret += raw_reward
+            self.ep_len += k.astype(np.int64)
+            if n_coded:
+                np.add.at(calls, act_np[act_np >= spec.n_primitive] - spec.n_primitive, 1)
+                _collect_coded_errors(step_info, N, fail, errors)
+            if done.any():
+                success = _column(step_info, "success", N, np.nan)
+                for i in np.flatnonzero(done):
+                    episodes.append((used, float(self.ep_ret[i]), int(self.ep_len[i]), float(success[i])))
+                    self.ep_ret[i], self.ep_len[i] = 0.0, 0
+            t_used = t + 1
+            if used >= budget:
+                break
+        _keep_threads(self.threads)
+        with torch.no_grad():
+            next_value = agent.get_value(self.next_obs)
+        return Segment(obs=buf.obs[:t_used], masks=buf.masks[:t_used], actions=buf.actions[:t_used],
+                       logprobs=buf.logprobs[:t_used], values=buf.values[:t_used], rewards=buf.rewards[:t_used],
+                       steps=buf.steps[:t_used], ends=buf.ends[:t_used], next_value=next_value, steps_used=used,
+                       episodes=episodes, coded_calls=calls, coded_fail=fail, coded_errors=errors)
+
+
+def _actor_collect(envs: list, state: dict, spec: CollectorSpec, seeds: list, weights: dict,
+                   budget: int) -> Segment:
+    """Runs inside a BatchedVectorEnv worker: collect this worker's slice of the rollout with its own copy
+    of the policy (always on the CPU), so the whole rollout costs one message per worker, not one per step."""
+    if "collector" not in state:
+        torch.set_num_threads(1)
+        torch.manual_seed(spec.seed * 7919 + seeds[0])  # each worker samples its own action stream
+        local = gym.vector.SyncVectorEnv([lambda e=e: e for e in envs],
+                                         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+        state["agent"] = Agent(spec.obs_shape, spec.n_actions, spec.hidden_size)
+        state["collector"] = Collector(local, spec, torch.device("cpu"))
+        state["collector"].reset(seed=seeds)
+    state["agent"].load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
+    return state["collector"].collect(state["agent"], budget).to_numpy()
+
+
+class ActorPool:
+    """The 'actors' vector mode: BatchedVectorEnv's workers each hold a copy of the policy and collect
+    their envs' part of every rollout; the learner sends the weights once per rollout."""
+
+    def __init__(self, envs, spec: CollectorSpec, device: torch.device):
+        self.envs, self.spec, self.device = envs, spec, device
+        self.slices = envs.worker_slices
+
+    def __call__(self, agent: "Agent", budget: int) -> list[Segment]:
+        weights = {k: v.detach().cpu().numpy() for k, v in agent.state_dict().items()}
+        n = self.envs.num_envs
+        # each worker gets its share of the budget left, so the rollout stops near it as in-process would
+        jobs = [(self.spec, list(range(self.spec.seed + lo, self.spec.seed + hi)), weights,
+                 max(1, math.ceil(budget * (hi - lo) / n))) for lo, hi in self.slices]
+        return [seg.to_device(self.device) for seg in self.envs.run_in_workers(_actor_collect, jobs)]
+
+
+# --------------------------------------------------------------------------------------------------
 # Training
 # --------------------------------------------------------------------------------------------------
 @dataclass
@@ -275,24 +440,24 @@ def _column(infos: dict, key: str, n: int, default: float, dtype=np.float64) -> 
     return out
 
 
-VECTOR_MODES = ("auto", "sync", "batched", "async")
+VECTOR_MODES = ("auto", "sync", "batched", "async", "actors")
 
 
 def resolve_vector_mode(mode: str, env_source, num_envs: int) -> str:
-    """'auto' -> 'batched' for Crafter with >= 2 envs (a Crafter step costs far more than the pipe round
-    trip), 'sync' otherwise."""
+    """'auto' -> 'actors' for Crafter with >= 2 envs (a Crafter rollout costs far more than sending the
+    policy's weights), 'sync' otherwise."""
     if mode not in VECTOR_MODES:
         raise ValueError(f"vector_mode must be one of {', '.join(map(repr, VECTOR_MODES))}, got {mode!r}")
     if mode == "auto":
-        return "batched" if env_source.config is not None and num_envs >= 2 else "sync"
+        return "actors" if env_source.config is not None and num_envs >= 2 else "sync"
     return mode
 
 
 def make_vector_env(env_fns: list, mode: str) -> gym.vector.VectorEnv:
     if mode not in VECTOR_MODES[1:]:
-        raise ValueError(f"vector_mode must be 'sync', 'batched' or 'async' here, got {mode!r}")
+        raise ValueError(f"vector_mode must be 'sync', 'batched', 'async' or 'actors' here, got {mode!r}")
     kwargs = dict(autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    if mode == "batched":
+    if mode in ("batched", "actors"):
         from rl.vector import BatchedVectorEnv
 
         return BatchedVectorEnv(env_fns)  # always same-step autoreset
@@ -319,33 +484,33 @@ def train(settings: PPOSettings, source: Any, run_name: str | None = None) -> Tr
     mode = resolve_vector_mode(s.vector_mode, env_source, s.num_envs)
     envs = make_vector_env(env_source.env_fns(s.num_envs, s.seed, s.gamma), mode)
     try:
-        return _train_loop(s, env_source, envs, device, run_name or env_source.name)
+        return _train_loop(s, env_source, envs, device, run_name or env_source.name, actors=mode == "actors")
     finally:
         envs.close()
 
 
-def _train_loop(s: PPOSettings, env_source, envs, device: torch.device, run_name: str) -> TrainResult:
+def _train_loop(s: PPOSettings, env_source, envs, device: torch.device, run_name: str,
+                actors: bool = False) -> TrainResult:
     if not isinstance(envs.single_action_space, gym.spaces.Discrete):
         raise ValueError(f"PPO here needs a Discrete action space, got {envs.single_action_space}")
     obs_space = envs.single_observation_space
     n_actions = int(envs.single_action_space.n)
     coded_names = env_source.coded_action_names()
     n_primitive = n_actions - len(coded_names)
-    N, T = s.num_envs, s.num_steps
 
     agent = Agent(obs_space.shape, n_actions, s.hidden_size).to(device)
     optimizer = torch.optim.Adam(agent.parameters(), lr=s.learning_rate, eps=1e-5)
-    obs_dtype = torch.uint8 if obs_space.dtype == np.uint8 else torch.float32
-    buf = Rollout(T, N, obs_space.shape, obs_dtype, n_actions, device)
     log = RunLogger(s, run_name, total=s.total_steps)
-
+    spec = CollectorSpec(obs_shape=tuple(obs_space.shape), n_actions=n_actions, n_primitive=n_primitive,
+                         coded_names=tuple(coded_names), hidden_size=s.hidden_size, num_steps=s.num_steps, gamma=s.gamma, seed=s.seed)
     start = time.time()  # the clock includes the first reset (world generation), as SB3's learn() does
-    obs_np, infos = envs.reset(seed=s.seed)
-    next_obs = torch.as_tensor(obs_np, device=device).to(obs_dtype)
-    next_mask = torch.as_tensor(_mask(infos, N, n_actions), device=device)
+    if actors:
+        collect = ActorPool(envs, spec, device)
+    else:
+        collector = Collector(envs, spec, device, threads=s.torch_threads)
+        collector.reset(seed=s.seed)
+        collect = lambda policy, budget: [collector.collect(policy, budget)]  # noqa: E731
 
-    ep_ret = np.zeros(N)
-    ep_len = np.zeros(N, dtype=np.int64)
     episodes: list[tuple[int, float, int, float]] = []  # (global_step, return, length, success)
     coded_counts = np.zeros(max(len(coded_names), 1), dtype=np.int64)
     coded_fail = dict.fromkeys(coded_names, 0)
@@ -358,72 +523,29 @@ def _train_loop(s: PPOSettings, env_source, envs, device: torch.device, run_name
             optimizer.param_groups[0]["lr"] = s.learning_rate * max(0.0, 1.0 - global_step / s.total_steps)
 
         # ---- collect: stop as soon as the budget is spent, even mid-rollout -------------------------
-        t_used = 0
-        for t in range(T):
-            _keep_threads(s.torch_threads)
-            buf.obs[t] = next_obs
-            buf.masks[t] = next_mask
-            with torch.no_grad():
-                action, logprob, _, value = agent.get_action_and_value(next_obs, next_mask)
-            buf.values[t], buf.actions[t], buf.logprobs[t] = value, action, logprob
-            act_np = action.cpu().numpy()
-
-            obs_np, reward, term, trunc, infos = envs.step(act_np)
-            done = np.logical_or(term, trunc)
-            step_info = infos
-            if done.any():
-                # same-step autoreset: this step's own info of a finished env sits in final_info
-                step_info = _merge_final(infos, done, N)
-            k = _column(step_info, "primitive_steps", N, 1.0)
-            raw_reward = _column(step_info, "option_reward", N, np.nan)
-            raw_reward = np.where(np.isnan(raw_reward), reward, raw_reward)
-            reward = np.asarray(reward, dtype=np.float64)
-
-            # a truncated episode is not a real end: bootstrap with V(final obs) (as SB3 does)
-            cut = np.logical_and(trunc, np.logical_not(term))
-            if cut.any():
-                final = np.stack([infos["final_obs"][i] for i in np.flatnonzero(cut)])
-                with torch.no_grad():
-                    v_final = agent.get_value(torch.as_tensor(final, device=device).to(obs_dtype)).cpu().numpy()
-                reward[cut] += (s.gamma ** k[cut]) * v_final
-
-            buf.rewards[t] = torch.as_tensor(reward, dtype=torch.float32, device=device)
-            buf.steps[t] = torch.as_tensor(k, dtype=torch.float32, device=device)
-            buf.ends[t] = torch.as_tensor(done, dtype=torch.float32, device=device)
-            next_obs = torch.as_tensor(obs_np, device=device).to(obs_dtype)
-            next_mask = torch.as_tensor(_mask(infos, N, n_actions), device=device)
-
-            global_step += int(k.sum())
-            ep_ret += raw_reward
-            ep_len += k.astype(np.int64)
-            if coded_names:
-                chosen = act_np[act_np >= n_primitive] - n_primitive
-                np.add.at(coded_counts, chosen, 1)
-                _collect_coded_errors(step_info, N, coded_fail, coded_errors)
-            if done.any():
-                success = _column(step_info, "success", N, np.nan)
-                for i in np.flatnonzero(done):
-                    episodes.append((global_step, float(ep_ret[i]), int(ep_len[i]), float(success[i])))
-                    ep_ret[i], ep_len[i] = 0.0, 0
-            t_used = t + 1
-            if global_step >= s.total_steps:
-                break
-
+        segments = collect(agent, s.total_steps - global_step)
         _keep_threads(s.torch_threads)
-        # ---- advantages ---------------------------------------------------------------------------
+        for seg in segments:
+            episodes.extend((global_step + at, ret, length, succ) for at, ret, length, succ in seg.episodes)
+            coded_counts += seg.coded_calls[:len(coded_counts)]
+            for name, n in seg.coded_fail.items():
+                coded_fail[name] += n
+            coded_errors.extend(e for e in seg.coded_errors if e not in coded_errors and len(coded_errors) < 20)
+        global_step += sum(seg.steps_used for seg in segments)
+
+        # ---- advantages (per segment: each collector stopped after its own number of decisions) -------
         with torch.no_grad():
-            next_value = agent.get_value(next_obs)
-            advantages, returns = smdp_gae(buf.rewards[:t_used], buf.values[:t_used], buf.ends[:t_used],
-                                           buf.steps[:t_used], next_value, s.gamma, s.gae_lambda)
+            gae = [smdp_gae(seg.rewards, seg.values, seg.ends, seg.steps, seg.next_value, s.gamma, s.gae_lambda)
+                   for seg in segments]
 
         # ---- optimise -----------------------------------------------------------------------------
-        b_obs = buf.obs[:t_used].reshape(-1, *obs_space.shape)
-        b_masks = buf.masks[:t_used].reshape(-1, n_actions)
-        b_actions = buf.actions[:t_used].reshape(-1)
-        b_logprobs = buf.logprobs[:t_used].reshape(-1)
-        b_adv = advantages.reshape(-1)
-        b_returns = returns.reshape(-1)
-        b_values = buf.values[:t_used].reshape(-1)
+        def flat(name: str, *shape: int) -> torch.Tensor:
+            return torch.cat([getattr(seg, name).reshape(-1, *shape) for seg in segments])
+
+        b_obs, b_masks = flat("obs", *obs_space.shape), flat("masks", n_actions)
+        b_actions, b_logprobs, b_values = flat("actions"), flat("logprobs"), flat("values")
+        b_adv = torch.cat([adv.reshape(-1) for adv, _ in gae])
+        b_returns = torch.cat([ret.reshape(-1) for _, ret in gae])
         batch = b_obs.shape[0]
         mb_size = max(1, batch // s.num_minibatches)
         stats = _update(agent, optimizer, s, batch, mb_size, b_obs, b_masks, b_actions, b_logprobs,

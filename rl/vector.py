@@ -69,6 +69,20 @@ def _call_slice(envs: list, name: str, args: tuple, kwargs: dict) -> list:
     return results
 
 
+def random_steps(envs: list, state: dict, steps: int, seed: int) -> int:
+    """For BatchedVectorEnv.run_in_workers: step this slice's envs with random actions, ``steps`` vector
+    steps (resetting finished envs); returns the env steps taken. Measures the envs' own throughput."""
+    rng = np.random.default_rng(seed)
+    for env in envs:
+        env.reset()
+    for _ in range(steps):
+        for env in envs:
+            _, _, terminated, truncated, _ = env.step(int(rng.integers(env.action_space.n)))
+            if terminated or truncated:
+                env.reset()
+    return steps * len(envs)
+
+
 def _work(conn, env_fns: list) -> None:
     """Worker loop: build this slice's envs, answer each command with ('ok', result) or ('error', details)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle; it reaps us
@@ -82,6 +96,7 @@ def _work(conn, env_fns: list) -> None:
                 raise RuntimeError(f"env {i} of this slice has spaces {env.observation_space}, {env.action_space}; "
                                    f"the first has {first.observation_space}, {first.action_space}")
         conn.send(("ok", (first.observation_space, first.action_space, dict(first.metadata), first.render_mode)))
+        state: dict = {}  # kept between "run" commands (e.g. a policy copy and its rollout collector)
         while True:
             command, arg = conn.recv()
             if command == "step":
@@ -90,6 +105,9 @@ def _work(conn, env_fns: list) -> None:
                 result = _reset_slice(envs, *arg)
             elif command == "call":
                 result = _call_slice(envs, *arg)
+            elif command == "run":
+                fn, args = arg
+                result = fn(envs, state, *args)
             elif command == "close":
                 break
             else:
@@ -253,6 +271,19 @@ class BatchedVectorEnv(VectorEnv):
         # a fresh array each time, as SyncVectorEnv(copy=True) returns a copy
         return concatenate(self.single_observation_space, self._env_obs,
                            create_empty_array(self.single_observation_space, self.num_envs))
+
+    @property
+    def worker_slices(self) -> list[tuple[int, int]]:
+        """(first env, one past the last env) of each worker."""
+        return list(self._slices)
+
+    def run_in_workers(self, fn, jobs: Sequence[tuple]) -> list:
+        """Call ``fn(envs, state, *jobs[w])`` in each worker w on its slice of envs and return the results in
+        worker order. ``fn`` must be picklable (module level); ``state`` is a dict the worker keeps between
+        calls. The envs are then the caller's to step: don't mix this with step() on the same workers."""
+        if len(jobs) != len(self._slices):
+            raise ValueError(f"run_in_workers got {len(jobs)} jobs for {len(self._slices)} workers")
+        return self._all([("run", (fn, tuple(job))) for job in jobs])
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple:
         results = self._all([("call", (name, args, kwargs))] * len(self._slices))

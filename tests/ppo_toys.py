@@ -158,3 +158,34 @@ class InfoVarietyFactory:
 
     def __call__(self):
         return InfoVarietyEnv(self.index, **self.kwargs)
+
+
+class FileLedger:
+    """A ledger that survives process boundaries: each append is one line in a file (actor workers)."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def append(self, k: int) -> None:
+        with open(self.path, "a") as f:
+            f.write(f"{k}\n")
+
+    def entries(self) -> list[int]:
+        try:
+            with open(self.path) as f:
+                return [int(line) for line in f]
+        except FileNotFoundError:
+            return []
+
+
+class FileLedgerOptionChainFactory:
+    """OptionChainEnv whose steps are recorded in ``folder``/env-<pid>-<n>.txt, readable from the test."""
+
+    def __init__(self, folder):
+        self.folder = str(folder)
+
+    def __call__(self):
+        import os
+        import uuid
+
+        return OptionChainEnv(FileLedger(os.path.join(self.folder, f"env-{os.getpid()}-{uuid.uuid4().hex}.txt")))

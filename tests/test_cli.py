@@ -121,3 +121,17 @@ def test_unavailable_backend_is_refused_with_what_to_do():
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert "minedojo" in done.stderr and "--env crafter" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_vector_mode_option_reaches_the_ppo_defaults_of_the_fast_agent(tmp_path):
+    from nodes.fast import fast_context
+
+    settings, _ = run._settings_from_args(run.build_parser().parse_args(
+        ["harvest log", "--vector-mode", "actors", "--out", str(tmp_path)]))
+    assert settings.vector_mode == "actors"
+    state = {"plan": [{"name": "collect_wood"}], "subtask_index": 0,
+             "decomposition": {"sub_actions": [{"name": "collect_wood", "kind": "rl"}]}}
+    assert fast_context(state, settings)["ppo_defaults"]["vector_mode"] == "actors"
+    assert fast_context(state, RunSettings(out_dir=tmp_path))["ppo_defaults"]["vector_mode"] == "sync"
+    with pytest.raises(SystemExit):  # argparse refuses an unknown mode with the choices
+        run.build_parser().parse_args(["harvest log", "--vector-mode", "threads"])

@@ -125,3 +125,21 @@ def test_rerun_reuses_every_cached_cell(quick_report, capsys):
     run(cfg, [1, 4], command="test")
     out = capsys.readouterr().out
     assert "0 cells measured" in out and "measured 0" not in out
+
+
+def test_vector_mode_is_part_of_the_cache_keys_except_for_sync(tmp_path):
+    from graph.evaluate import build_parser, config_from
+    from graph.evaluation.cache import CellCache
+    from graph.evaluation.tables import Runner
+
+    keys = {}
+    for argv in ([], ["--vector-mode", "actors"]):
+        cfg = config_from(build_parser().parse_args(["--out", str(tmp_path), *argv]))
+        runner = Runner(cfg, CellCache(tmp_path / "cells"), log=lambda _: None)
+        seen = []
+        runner.cell = lambda label, key, compute, seen=seen: seen.append(key) or {}
+        runner.pure_rl("collect_wood", 1000)
+        runner.rlgpt("collect_wood", 1000)
+        keys[cfg.vector_mode] = seen
+    assert keys["sync"] == ["pure_rl-collect_wood-b1000-e100-s0", "rlgpt-full-collect_wood-b1000-e100-s0-t20000-c8"]
+    assert keys["actors"] == [k + "-vactors" for k in keys["sync"]]

@@ -124,11 +124,11 @@ def test_a_failing_constructor_is_reported_and_close_reaps_the_workers():
     assert all(p.exitcode == 0 for p in procs)
 
 
-def test_auto_mode_picks_batched_for_crafter_and_sync_for_cheap_envs():
+def test_auto_mode_picks_actors_for_crafter_and_sync_for_cheap_envs():
     from rl.config import RLConfig
 
     crafter = EnvSource.from_any(RLConfig(task="collect_wood"))
-    assert resolve_vector_mode("auto", crafter, 4) == "batched"
+    assert resolve_vector_mode("auto", crafter, 4) == "actors"
     assert resolve_vector_mode("auto", crafter, 1) == "sync"
     assert resolve_vector_mode("auto", EnvSource.from_any("CartPole-v1"), 4) == "sync"
     assert resolve_vector_mode("async", crafter, 4) == "async"

@@ -72,7 +72,7 @@ def _run_id(key: str) -> str:
 
 def run_rlgpt(task: str, budget: int, episodes: int, work_dir: Path, key: str, *, seed: int = 0,
               variant: str = "full", train_steps: int = 20_000, test_episodes: int = 8,
-              max_wall_s: float = 7 * 24 * 3600, log: Log = print) -> dict[str, Any]:
+              max_wall_s: float = 7 * 24 * 3600, vector_mode: str = "sync", log: Log = print) -> dict[str, Any]:
     """One RL-GPT run through the graph, checkpointed per node so a killed cell resumes mid-run."""
     import sqlite3
 
@@ -86,7 +86,7 @@ def run_rlgpt(task: str, budget: int, episodes: int, work_dir: Path, key: str, *
     settings = RunSettings(
         task=task, budget_steps=budget, train_steps=max(1_000, min(train_steps, budget)),
         test_episodes=test_episodes, eval_episodes=episodes, seed=seed, max_wall_s=max_wall_s,
-        max_model_calls=1_000_000, max_outer_iters=1 if variant == "one_agent" else 3,
+        max_model_calls=1_000_000, max_outer_iters=1 if variant == "one_agent" else 3, vector_mode=vector_mode,
         out_dir=work_dir / "rlgpt", skills_dir=work_dir / "rlgpt" / key / "skills", run_id=_run_id(key))
     model = _model_for(variant)
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -158,7 +158,7 @@ def _rlgpt_cell(task: str, budget: int, episodes: int, seed: int, variant: str, 
 
 def run_pure_rl(task: str, budget: int, episodes: int, work_dir: Path, *, seed: int = 0,
                 coded_sources: list[str] | None = None, reward: str = "task",
-                max_episode_steps: int | None = None, log: Log = print) -> dict[str, Any]:
+                max_episode_steps: int | None = None, vector_mode: str = "sync", log: Log = print) -> dict[str, Any]:
     """PPO for the whole budget; with `coded_sources`, the coded actions join the action head."""
     from rl.config import RLConfig
     from rl.ppo import train
@@ -168,8 +168,9 @@ def run_pure_rl(task: str, budget: int, episodes: int, work_dir: Path, *, seed: 
     config = RLConfig(
         task=task, reward=reward, terminate_on_success=reward == "task", coded_actions=list(coded_sources or []),
         max_episode_steps=max_episode_steps, eval_episodes=0,
-        ppo={"total_steps": budget, "seed": seed, "num_envs": 4, "num_steps": 128, "vector_mode": "sync",
+        ppo={"total_steps": budget, "seed": seed, "num_envs": 4, "num_steps": 128, "vector_mode": vector_mode,
              "torch_threads": 1, "progress": "log", "log_every": 25, "run_dir": str(work_dir / "ppo")})
+    # vector_mode 'sync' (the default): results that do not depend on the core count (rl.ppo PPOSettings)
     log(f"    PPO on {task} for {budget:,} steps ({len(config.coded_actions)} coded actions in the head)")
     result = train(config.ppo_settings(), config)
     cell = {"method": "pure_rl" if not coded_sources else "rl_with_code", "task": task, "budget_steps": budget,

@@ -70,7 +70,7 @@ def render_markdown(tables: Sequence[Table], cfg: EvalConfig, meta: dict[str, An
              f"{cfg.budget:,}; tables 2, 3, 4: {cfg.task_budget:,} per task",
              f"- held-out seeds: {seeds[0]}..{seeds[-1]} ({cfg.episodes} episodes per rate, one per seed)",
              f"- training seed: {cfg.seed}; PPO inside RL-GPT: {cfg.train_steps:,} steps per training; "
-             f"code tests: {cfg.test_episodes} training seeds per measurement",
+             f"code tests: {cfg.test_episodes} training seeds per measurement; PPO vector mode: {cfg.vector_mode}",
              f"- wall time: {meta['wall_s_total']:.0f} s measured over all cells "
              f"({meta['wall_s_session']:.0f} s in the last session; {meta['cached']} cells reused from the cache)",
              f"- machine: {meta['machine']}", "",

@@ -58,7 +58,12 @@ class EvalConfig:
     iteration_task: str = "collect_wood"
     ablation_task: str = "make_wood_pickaxe"
     crafter_episode_steps: int = 10_000
+    vector_mode: str = "sync"        # PPO's vector mode in every cell (rl.ppo); not 'sync': part of the keys
     quick: bool = False
+
+    def mode_key(self) -> tuple[str, ...]:
+        """Cache-key part for the vector mode: none for 'sync', so the cells measured before stay valid."""
+        return () if self.vector_mode == "sync" else (f"v{self.vector_mode}",)
 
     @property
     def work(self) -> Path:
@@ -87,18 +92,19 @@ class Runner:
     def rlgpt(self, task: str, budget: int, variant: str = "full") -> dict:
         c = self.cfg
         key = cell_key("rlgpt", variant, task, f"b{budget}", f"e{c.episodes}", f"s{c.seed}", f"t{c.train_steps}",
-                       f"c{c.test_episodes}")
+                       f"c{c.test_episodes}", *c.mode_key())
         return self.cell(f"RL-GPT ({variant}) on {task}, budget {budget:,}", key, lambda: methods.run_rlgpt(
             task, budget, c.episodes, c.work, key, seed=c.seed, variant=variant, train_steps=c.train_steps,
-            test_episodes=c.test_episodes, log=self.log))
+            test_episodes=c.test_episodes, vector_mode=c.vector_mode, log=self.log))
 
     def pure_rl(self, task: str, budget: int, coded: bool = False) -> dict:
         c = self.cfg
         name = "rl_with_code" if coded else "pure_rl"
-        key = cell_key(name, task, f"b{budget}", f"e{c.episodes}", f"s{c.seed}")
+        key = cell_key(name, task, f"b{budget}", f"e{c.episodes}", f"s{c.seed}", *c.mode_key())
         sources = list(_coded(task).values()) if coded else None
         return self.cell(f"{METHOD_LABELS[name]} on {task}, budget {budget:,}", key, lambda: methods.run_pure_rl(
-            task, budget, c.episodes, c.work / key, seed=c.seed, coded_sources=sources, log=self.log))
+            task, budget, c.episodes, c.work / key, seed=c.seed, coded_sources=sources, vector_mode=c.vector_mode,
+            log=self.log))
 
     def pure_code(self, task: str) -> dict:
         c = self.cfg
@@ -177,7 +183,8 @@ def table_iterations(run: Runner) -> Table:
     c = run.cfg
     task = c.iteration_task
     cell = run.rlgpt(task, c.task_budget)
-    base_key = cell_key("iter", task, f"b{c.task_budget}", f"e{c.episodes}", f"s{c.seed}", f"t{c.train_steps}")
+    base_key = cell_key("iter", task, f"b{c.task_budget}", f"e{c.episodes}", f"s{c.seed}", f"t{c.train_steps}",
+                        *c.mode_key())
     rows, spent = [], 0
     attempts = [a for a in cell.get("attempts", [])]
     for i, attempt in enumerate(attempts):
@@ -257,13 +264,14 @@ def crafter_cells(run: Runner) -> dict[str, dict]:
     steps = c.crafter_episode_steps
     out = {}
     for name, coded in (("rl_with_code", True), ("pure_rl", False)):
-        key = cell_key("crafter", name, f"b{c.budget}", f"e{c.episodes}", f"s{c.seed}", f"l{steps}")
+        key = cell_key("crafter", name, f"b{c.budget}", f"e{c.episodes}", f"s{c.seed}", f"l{steps}", *c.mode_key())
 
         def compute(name=name, coded=coded, key=key) -> dict:
             start = time.time()
             trained = methods.run_pure_rl("crafter_score", c.budget, 0, c.work / key, seed=c.seed,
                                           coded_sources=list(_coded("collect_diamond").values()) if coded else None,
-                                          reward="crafter", max_episode_steps=steps, log=run.log)
+                                          reward="crafter", max_episode_steps=steps, vector_mode=c.vector_mode,
+                                          log=run.log)
             from rl.policy_skill import PolicySkill
 
             policy = PolicySkill(trained["policy_path"], seed=c.seed)
