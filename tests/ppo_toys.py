@@ -189,3 +189,13 @@ class FileLedgerOptionChainFactory:
         import uuid
 
         return OptionChainEnv(FileLedger(os.path.join(self.folder, f"env-{os.getpid()}-{uuid.uuid4().hex}.txt")))
+
+
+class FailingCodedActionFactory:
+    """RewardEveryStepEnv with one coded action that raises after two steps (failure accounting)."""
+
+    def __call__(self):
+        from envs.coded import as_coded_action
+        from rl.options import CodedActionsWrapper
+
+        return CodedActionsWrapper(RewardEveryStepEnv(20), [as_coded_action(raise_after_two)], gamma=0.99)

@@ -60,3 +60,15 @@ def test_auto_mode_uses_actors_for_crafter():
 
     assert resolve_vector_mode("auto", EnvSource.from_any(RLConfig(task="collect_wood")), 4) == "actors"
     assert resolve_vector_mode("auto", EnvSource.from_any("CartPole-v1"), 4) == "sync"
+
+
+@pytest.mark.parametrize("mode", ["sync", "actors"])
+def test_a_raising_coded_action_is_counted_as_a_failure_with_its_error(tmp_path, mode):
+    from ppo_toys import FailingCodedActionFactory
+
+    source = EnvSource(factory=FailingCodedActionFactory(), coded_names=["raise_after_two"])
+    result = train(settings(tmp_path, mode, vector_mode=mode, num_envs=2), source)
+    calls = result.coded_action_counts["raise_after_two"]
+    # it raises on its third step, unless the episode (20 steps) ends first
+    assert 0.8 * calls <= result.coded_action_failures["raise_after_two"] <= calls and calls > 0
+    assert result.coded_action_errors == ["raise_after_two: KeyError: 'no tree here'"]
