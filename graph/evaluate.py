@@ -1,7 +1,7 @@
 """`python -m graph.evaluate`: the paper's tables re-run on Crafter, written to a results folder.
 
     python -m graph.evaluate --quick --out results/quick      # CI: every table on a tiny budget
-    python -m graph.evaluate --out results                     # the full benchmark (hours on 2 cores)
+    python -m graph.evaluate                                   # the full benchmark into results/full
     python -m graph.evaluate --tables 1,5 --budget 1000000     # some tables only
 
 Writes report.md, report.json, one CSV and one PNG per table, and prints the tables. Every finished
@@ -25,12 +25,12 @@ QUICK = dict(budget=2_000, task_budget=2_000, episodes=3, train_steps=1_000, tes
 
 
 def build_parser() -> argparse.ArgumentParser:
-    d = EvalConfig(out=Path("results"))
+    d = EvalConfig(out=Path("results/full"))
     p = argparse.ArgumentParser(prog="python -m graph.evaluate", description=__doc__.split("\n")[0],
                                 epilog="\n".join(__doc__.split("\n")[2:6]),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", type=Path, default=None, help="results folder (default: results, or results/quick "
-                                                          "with --quick)")
+    p.add_argument("--out", type=Path, default=None, help="results folder (default: results/full, or "
+                                                          "results/quick with --quick)")
     p.add_argument("--tables", default="1,2,3,4,5", help="which tables, e.g. 1,3 (default: all five)")
     p.add_argument("--quick", action="store_true", help="tiny budgets and 3 episodes: checks the pipeline "
                                                         "and the report's structure in a few minutes")
@@ -69,7 +69,7 @@ def config_from(args: argparse.Namespace) -> EvalConfig:
             values[name] = get_task(values[name]).name
     if "tasks" in values:
         values["tasks"] = tuple(get_task(t).name for t in values["tasks"])
-    out = args.out or Path("results/quick" if args.quick else "results")
+    out = args.out or Path("results/quick" if args.quick else "results/full")
     cfg = EvalConfig(out=out, quick=args.quick, **values)
     for name in ("budget", "task_budget"):
         if getattr(cfg, name) < 1_000:
