@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from graph.settings import VECTOR_MODE_CHOICES
 from graph.evaluation.tables import BUILDERS, TECH_TREE, EvalConfig, Runner, Table
 
 QUICK = dict(budget=2_000, task_budget=2_000, episodes=3, train_steps=1_000, test_episodes=2,
@@ -47,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ablation-task", help=f"task of table 4 (default {d.ablation_task})")
     p.add_argument("--crafter-episode-steps", type=int, help="episode length of table 5 (default 10000, the "
                                                              "benchmark's)")
-    p.add_argument("--vector-mode", choices=["sync", "batched", "async", "actors"],
+    p.add_argument("--vector-mode", choices=VECTOR_MODE_CHOICES,
                    help="how every PPO training steps its envs (default sync: the same figures on any machine; "
                         "actors: fastest on many cores, cells cached apart; docs/performance.md)")
     p.add_argument("--no-resume", action="store_true", help="ignore the cell cache and measure everything again")

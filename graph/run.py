@@ -18,8 +18,8 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any, Sequence
 
-from graph.settings import (RunSettings, SettingsError, list_run_ids, load_run_settings, make_settings,
-                            save_settings)
+from graph.settings import (VECTOR_MODE_CHOICES, RunSettings, SettingsError, list_run_ids, load_run_settings,
+                            make_settings, save_settings)
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 RECURSION_LIMIT = 100_000  # the loops are bounded by the settings, not by LangGraph's step cap
@@ -77,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skill-threshold", type=float, metavar="P",
                    help=f"success rate at which a skill is reused (default: {d['skill_threshold'].default})")
     p.add_argument("--seed", type=int, help="training/code-test seed, below 1000000 (default: 0)")
-    p.add_argument("--vector-mode", choices=["sync", "batched", "async", "actors"],
+    p.add_argument("--vector-mode", choices=VECTOR_MODE_CHOICES,
                    help="how PPO steps its envs: sync (default; the same run on any machine) or actors "
                         "(fastest on many cores; docs/performance.md)")
     p.add_argument("--out", "--out-dir", dest="out_dir", type=Path, metavar="DIR",

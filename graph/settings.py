@@ -14,7 +14,7 @@ import secrets
 import time
 import tomllib
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Literal, Mapping, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -25,6 +25,10 @@ SETTINGS_FILE = "settings.json"  # written into out_dir/RUN_ID/ so that --resume
 
 class SettingsError(ValueError):
     """Settings or a config file that cannot be used; the message names the field and the fix."""
+
+
+VectorMode = Literal["sync", "batched", "async", "actors"]  # rl.ppo's modes other than 'auto'
+VECTOR_MODE_CHOICES = get_args(VectorMode)
 
 
 class RunSettings(BaseModel):
@@ -51,7 +55,7 @@ class RunSettings(BaseModel):
         description="environment steps one PPO training of a learned sub-action may use (capped by the budget)")
     test_episodes: int | None = Field(
         None, ge=1, le=1_000, description="code-test seeds per measurement (default: min(8, eval_episodes))")
-    vector_mode: Literal["sync", "batched", "async", "actors"] = Field(
+    vector_mode: VectorMode = Field(
         "sync", description="how PPO trainings step their envs (rl.ppo): 'sync' replays the same on any machine; "
                             "'actors' is the fastest on many cores but its runs depend on the core count")
     target_success: float = Field(

@@ -527,7 +527,7 @@ def _train_loop(s: PPOSettings, env_source, envs, device: torch.device, run_name
         _keep_threads(s.torch_threads)
         for seg in segments:
             episodes.extend((global_step + at, ret, length, succ) for at, ret, length, succ in seg.episodes)
-            coded_counts += seg.coded_calls[:len(coded_counts)]
+            coded_counts += seg.coded_calls
             for name, n in seg.coded_fail.items():
                 coded_fail[name] += n
             coded_errors.extend(e for e in seg.coded_errors if e not in coded_errors and len(coded_errors) < 20)

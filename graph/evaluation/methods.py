@@ -159,7 +159,8 @@ def _rlgpt_cell(task: str, budget: int, episodes: int, seed: int, variant: str, 
 def run_pure_rl(task: str, budget: int, episodes: int, work_dir: Path, *, seed: int = 0,
                 coded_sources: list[str] | None = None, reward: str = "task",
                 max_episode_steps: int | None = None, vector_mode: str = "sync", log: Log = print) -> dict[str, Any]:
-    """PPO for the whole budget; with `coded_sources`, the coded actions join the action head."""
+    """PPO for the whole budget; with `coded_sources`, the coded actions join the action head. The default
+    vector mode 'sync' gives results that do not depend on the core count (rl.ppo PPOSettings)."""
     from rl.config import RLConfig
     from rl.ppo import train
 
@@ -170,7 +171,6 @@ def run_pure_rl(task: str, budget: int, episodes: int, work_dir: Path, *, seed: 
         max_episode_steps=max_episode_steps, eval_episodes=0,
         ppo={"total_steps": budget, "seed": seed, "num_envs": 4, "num_steps": 128, "vector_mode": vector_mode,
              "torch_threads": 1, "progress": "log", "log_every": 25, "run_dir": str(work_dir / "ppo")})
-    # vector_mode 'sync' (the default): results that do not depend on the core count (rl.ppo PPOSettings)
     log(f"    PPO on {task} for {budget:,} steps ({len(config.coded_actions)} coded actions in the head)")
     result = train(config.ppo_settings(), config)
     cell = {"method": "pure_rl" if not coded_sources else "rl_with_code", "task": task, "budget_steps": budget,
