@@ -66,15 +66,25 @@ def _outcome(report: dict) -> str:
     return "no_action" if not report.get("steps") else "no_success"
 
 
-def summarise_code_runs(reports: list[dict]) -> dict[str, Any]:
-    """Success rate, steps and failure breakdown over several code test runs."""
+def summarise_code_runs(reports: list[dict], prerequisites: Sequence[str] = ()) -> dict[str, Any]:
+    """Success rate, steps and failure breakdown over several code test runs.
+
+    `prerequisites` are the achievements the replayed prefix must unlock before the judged sub-action
+    gets its turn. `started` counts the runs that got there, and `success_given_start` is the sub-action's
+    own rate over those runs: a run that died on the way says nothing about the sub-action's code.
+    """
     n = len(reports)
     successes = sum(bool(r.get("task_success")) for r in reports)
+    needed = set(prerequisites)
+    started = [r for r in reports if needed <= set(r.get("achievements_unlocked") or ())]
+    started_ok = sum(bool(r.get("task_success")) for r in started)
     kinds = Counter(_outcome(r) for r in reports)
     errors = [f"seed {r.get('seed')}: {r['error']}" for r in reports if r.get("error")]
     return {
         "kind": "code", "episodes": n, "successes": successes,
         "success_rate": successes / n if n else 0.0,
+        "prerequisites": sorted(needed), "started": len(started),
+        "success_given_start": started_ok / len(started) if started else None,
         "steps": sum(int(r.get("steps") or 0) for r in reports),
         "outcomes": dict(sorted(kinds.items())),
         "errors": errors[:6],
@@ -83,6 +93,24 @@ def summarise_code_runs(reports: list[dict]) -> dict[str, Any]:
                       "failure": r.get("failure_kind"),
                       "inventory_after": r.get("inventory_after", {})} for r in reports],
     }
+
+
+def judged_rate(result: dict) -> float:
+    """The rate that judges an attempt's own code or policy: for code tests that replay a prefix, the
+    success over the runs that reached the sub-action's start (when any did), else the plain rate.
+    Code and RL are compared on the plain `success_rate`, which both measure from a fresh world."""
+    given = result.get("success_given_start")
+    return float(result.get("success_rate") or 0.0) if given is None else float(given)
+
+
+def rate_text(result: dict) -> str:
+    """A measured rate for logs: '38%', or '38% (3 of 8 reached its start: 100%)' when a code test
+    replayed a prefix that not every run got through."""
+    text = f"{float(result.get('success_rate') or 0.0):.0%}"
+    given, started, n = result.get("success_given_start"), result.get("started"), result.get("episodes")
+    if given is not None and started is not None and n and started < n:
+        text += f" ({started} of {n} reached its start: {float(given):.0%})"
+    return text
 
 
 def summarise_training(report: dict) -> dict[str, Any]:
@@ -106,15 +134,16 @@ def summarise_training(report: dict) -> dict[str, Any]:
     }
 
 
-def measure(messages: Sequence[BaseMessage]) -> dict[str, Any] | None:
-    """The measured result of the latest tool round, or None if it measured nothing."""
+def measure(messages: Sequence[BaseMessage], prerequisites: Sequence[str] = ()) -> dict[str, Any] | None:
+    """The measured result of the latest tool round, or None if it measured nothing.
+    `prerequisites`: achievements a code test must reach first (see summarise_code_runs)."""
     round_ = last_tool_round(messages)
     code = [report_of(m) for m in round_ if m.name == CODE_TOOL]
     train = [report_of(m) for m in round_ if m.name == TRAIN_TOOL]
     if train:
         return summarise_training(train[-1])
     if code:
-        return summarise_code_runs(code)
+        return summarise_code_runs(code, prerequisites)
     return None
 
 

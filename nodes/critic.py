@@ -18,10 +18,10 @@ from langchain_core.messages import RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from graph.schemas import Critique
-from nodes.attempts import (CODE_TOOL, TRAIN_TOOL, last_tool_calls, last_tool_round, measure, split_functions,
-                            steps_of)
+from nodes.attempts import (CODE_TOOL, TRAIN_TOOL, judged_rate, last_tool_calls, last_tool_round, measure,
+                            split_functions, steps_of)
 from nodes.limits import MIN_TRAIN_STEPS, budget_left, knob, limit_reached, skill_threshold, target_success
-from nodes.skills_io import save_skill, skill_from_attempt
+from nodes.skills_io import prior_sources, save_skill, skill_from_attempt
 from prompts.templates import messages_for
 
 
@@ -51,6 +51,13 @@ def _artefacts(state: dict, result: dict, judged: dict) -> dict:
     return {"sources": list(config.get("coded_actions", [])), "rl_config": config, "entry": None}
 
 
+def prerequisite_achievements(state: dict) -> list[str]:
+    """Achievements a code test of the current subtask passes through before the subtask's own turn."""
+    from envs.tasks import ACHIEVEMENTS
+
+    return [p["subtask"] for p in prior_sources(state) if p["subtask"] in ACHIEVEMENTS]
+
+
 def _best_by_kind(results: list[dict], subtask: str) -> dict[str, float]:
     best: dict[str, float] = {}
     for r in results:
@@ -70,7 +77,7 @@ def make_critic(settings: Any, model: Any):
         subtask = state["plan"][state["subtask_index"]]["name"]
         judged = judged_sub_action(state["decomposition"])
         spent = int(state.get("env_steps_spent", 0)) + (steps_of(messages) if last_tool_round(messages) else 0)
-        result = measure(messages) or {
+        result = measure(messages, prerequisite_achievements(state)) or {
             "kind": judged["kind"], "ok": False, "success_rate": 0.0, "episodes": 0, "steps": 0,
             "errors": ["the fast agent made no measuring tool call (run_code_in_env or train_ppo)"]}
         result.update(subtask=subtask, sub_action=judged["name"], outer_iter=state.get("outer_iter", 0),
@@ -98,6 +105,7 @@ def make_critic(settings: Any, model: Any):
         }
         events = [{"type": "measure", "subtask": subtask, "sub_action": judged["name"], "kind": judged["kind"],
                    "success_rate": result["success_rate"], "episodes": result.get("episodes"),
+                   "started": result.get("started"), "success_given_start": result.get("success_given_start"),
                    "steps": result.get("steps"), "verdict": c["verdict"], "outer_iter": result["outer_iter"],
                    "inner_iter": result["inner_iter"]}]
         if c["verdict"] == "move":
@@ -132,7 +140,7 @@ def make_critic(settings: Any, model: Any):
                     "messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES)],
                     "total_outer_iters": state.get("total_outer_iters", 0) + 1, "route": "slow", "events": events}
         chosen = best[subtask]
-        if chosen["success_rate"] >= threshold:
+        if judged_rate(chosen) >= threshold:
             return finish(chosen, "subtask")
         failed = {"subtask": subtask, "best_rate": chosen["success_rate"], "feedback": c["feedback"]}
         return {**update, "failed": failed, "decomposition": None, "feedback": None, "inner_iter": 0,

@@ -22,7 +22,7 @@ class _ChainStep:
     """One skill, loaded once and run in many episodes."""
 
     def __init__(self, subtask: str, record: dict, seed: int, earlier: list[str] | None = None,
-                 pool: dict[str, str] | None = None):
+                 pool: dict[str, str] | None = None, later: list[str] | None = None):
         self.subtask = subtask
         self.achievement = TASKS[subtask].achievement or subtask
         self.kind = record["kind"]
@@ -34,12 +34,13 @@ class _ChainStep:
             if pool and entry and entry != "main" and entry in pool:
                 # Play the entry as the code tests did: through the chain driver, with the earlier
                 # skills' actions at hand to gather what it lacks (a table needs more wood than the
-                # wood skill left behind).
+                # wood skill left behind), and the later subtasks named so that a station goes next
+                # to the stations they need (the furnace beside the table for the iron pickaxe).
                 from prompts.fewshot import chain_as_action
 
                 steps = [name for name in (earlier or []) if name in pool] + [entry]
                 entry = f"play_{subtask}"
-                source = chain_as_action(pool, steps, TASKS[subtask].max_steps, entry)
+                source = chain_as_action(pool, steps, TASKS[subtask].max_steps, entry, after=later or ())
             actions = load_coded_actions(source)
             chosen = [a for a in actions if a.name == entry] or actions[-1:]
             if not chosen:
@@ -69,13 +70,15 @@ def _load_chain(plan: list[dict], skills: dict[str, dict], seed: int) -> list[_C
 
     pool: dict[str, str] = {}
     chain, earlier = [], []
-    for sub in plan:
+    names = [sub["name"] for sub in plan]
+    for i, sub in enumerate(plan):
         record = skills[sub["name"]]
         for src in record.get("sources") or []:
             for name, fn_source in split_functions(src).items():
                 if name != "main":
                     pool.setdefault(name, fn_source)
-        chain.append(_ChainStep(sub["name"], record, seed, earlier=list(earlier), pool=dict(pool)))
+        chain.append(_ChainStep(sub["name"], record, seed, earlier=list(earlier), pool=dict(pool),
+                                later=names[i + 1:]))
         earlier.append(sub["name"])
     return chain
 

@@ -59,6 +59,19 @@ def chain_program(sources: Mapping[str, str], order: Sequence[str], max_steps: i
     return chain_source(dict(sources), list(order), max_steps)
 
 
+def _start_note(result: Mapping[str, Any]) -> str:
+    """How many code tests reached the judged sub-action, when the tests replay a prefix first."""
+    if not result.get("prerequisites"):
+        return ""
+    started, n = int(result.get("started") or 0), int(result.get("episodes") or 0)
+    if result.get("success_given_start") is None:
+        return f" (no test run reached its start: the prefix {', '.join(result['prerequisites'])} never completed)"
+    if started == n:
+        return f" (all {n} test runs reached its start)"
+    return (f" (judged on the {started} of {n} test runs that reached its start; the others stopped in the "
+            "prefix before it)")
+
+
 class ExpertModel:
     """Implements nodes.models.AgentModel with rules; counts calls (zero tokens)."""
 
@@ -163,13 +176,16 @@ class ExpertModel:
     # -- critic --
 
     def _critique(self, c: dict) -> Critique:
+        from nodes.attempts import judged_rate
+
         result, target = c["result"], float(c["target"])
         name, kind = c["sub_action"]["name"], c["sub_action"]["kind"]
-        rate = float(result.get("success_rate", 0.0))
+        rate = judged_rate(result)
         inner_left = int(c["inner_iter"]) + 1 < int(c["max_inner_iters"])
         base = dict(sub_action=name, success_rate=rate)
         if rate >= target:
-            return Critique(**base, verdict="pass", feedback=f"success {rate:.0%} reaches the target {target:.0%}")
+            return Critique(**base, verdict="pass", feedback=(
+                f"success {rate:.0%} reaches the target {target:.0%}{_start_note(result)}"))
         if kind == "code":
             return self._critique_code(c, result, base, inner_left, target)
         return self._critique_rl(c, result, base, inner_left, target)
@@ -185,7 +201,8 @@ class ExpertModel:
                 f"{errors} of {n} test runs raised errors, e.g. {first[:300]}; fix the code"))
         not_applicable = outcomes.get("precondition", 0) + outcomes.get("no_action", 0)
         return Critique(**base, verdict="move", move_to="rl", feedback=(
-            f"code succeeded on {ok}/{n} test seeds ({base['success_rate']:.0%} < target {target:.0%}); "
+            f"code succeeded on {ok}/{n} test seeds{_start_note(result)} "
+            f"({base['success_rate']:.0%} < target {target:.0%}); "
             f"{not_applicable} did nothing because the precondition did not hold (nothing to act on in view) and "
             f"{failures - not_applicable} ran without success: the code cannot adapt to the world, so learn "
             "when to call it with RL, keeping it as a coded action"))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from nodes.attempts import rate_text
 from nodes.limits import knob
 
 
@@ -54,7 +55,7 @@ def format_report(report: dict) -> str:
                  f"{loops['outer_iterations']} outer iterations, {loops['replans']} re-plans")
     for m in report["measurements"]:
         lines.append(f"  [{m['subtask']}] {m['sub_action']} as {m['kind']} (outer {m['outer_iter']}, inner "
-                     f"{m['inner_iter']}): success {m['success_rate']:.0%} over "
+                     f"{m['inner_iter']}): success {rate_text(m)} over "
                      f"{m.get('episodes') or 'training'} episodes, {m.get('steps', 0)} steps -> {m['verdict']}")
     for m in report["moves"]:
         lines.append(f"  MOVED {m['sub_action']} {m['from']} -> {m['to']} at {m['success_rate']:.0%}: {m['feedback']}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from nodes.attempts import judged_rate
 from nodes.limits import skill_threshold
 
 
@@ -21,7 +22,8 @@ def skill_from_attempt(subtask: str, attempt: dict, threshold: float) -> dict:
         "env_steps": int(attempt.get("steps") or 0), "sources": list(attempt.get("sources") or []),
         "entry": attempt.get("entry"), "policy_path": attempt.get("policy_path"),
         "rl_config": attempt.get("rl_config"), "reused": False,
-        "passing": float(attempt.get("success_rate", 0.0)) >= threshold,
+        "success_given_start": attempt.get("success_given_start"),
+        "passing": judged_rate(attempt) >= threshold,
     }
 
 
@@ -79,12 +81,35 @@ def reuse_skill(settings: Any, subtask: str) -> dict | None:
     return record
 
 
+def needed_before(subtask: str, earlier: list[str]) -> list[str]:
+    """The earlier subtasks that `subtask` depends on, in plan order.
+
+    A subtask's code test and its RL prefix replay only what it needs: a furnace needs no iron, and
+    replaying collect_iron first would charge iron's failures to the furnace's code. Subtasks outside
+    Crafter's recipe data (an LLM's own names) give no dependency facts, so all of them are kept.
+    """
+    from envs.tasks import TASKS
+    from nodes.recipes import backward_chain
+
+    known = TASKS.get(subtask)
+    if known is None or known.achievement is None:
+        return list(earlier)
+    closure = set(backward_chain(subtask))
+    return [name for name in earlier if name in closure or name not in TASKS]
+
+
 def prior_sources(state: dict) -> list[dict]:
-    """Coded sources of the skills solved before the current subtask, in plan order, for the fast agent."""
+    """Coded sources of the skills solved before the current subtask that it depends on (`needed_before`),
+    in plan order, for the fast agent."""
     out = []
-    for sub in state.get("plan", [])[: state.get("subtask_index", 0)]:
+    plan = state.get("plan", [])
+    index = state.get("subtask_index", 0)
+    current = plan[index]["name"] if index < len(plan) else None
+    earlier = [sub["name"] for sub in plan[:index]]
+    needed = set(needed_before(current, earlier)) if current else set(earlier)
+    for sub in plan[:index]:
         rec = (state.get("skills") or {}).get(sub["name"])
-        if rec is None:
+        if rec is None or sub["name"] not in needed:
             continue
         entry = rec.get("entry")
         if rec["kind"] == "rl":  # the learned skill's own coded action, if it has one named after the subtask

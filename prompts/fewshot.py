@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from pathlib import Path
+from typing import Sequence
 
 EXAMPLES_DIR = Path(__file__).parent / "examples"
 
@@ -80,16 +81,18 @@ def fill(kind: str, **params: str) -> str:
 
 CHAIN_RETRIES = 200  # calls of one step's action before the chain gives up on that step
 
-def _stations_placed_together(steps) -> dict[str, list[str]]:
-    """For each place_ step, the other stations a later make_ step needs next to it."""
+def _stations_placed_together(steps, after=()) -> dict[str, list[str]]:
+    """For each place_ step, the other stations a later make_ step needs next to it. `after`: steps
+    that run after this chain, in another action (an executor plays one skill at a time)."""
     from envs.game_api import MAKE_RECIPES
 
     out: dict[str, list[str]] = {}
+    steps = list(steps)
     for i, step in enumerate(steps):
         if not step.startswith("place_"):
             continue
         station = step.removeprefix("place_")
-        for later in steps[i + 1:]:
+        for later in steps[i + 1:] + list(after):
             stations = MAKE_RECIPES.get(later.removeprefix("make_"), ({}, ()))[1] if later.startswith("make_") else ()
             if station in stations:
                 out[step] = sorted(set(out.get(step, [])) | (set(stations) - {station}))
@@ -112,12 +115,13 @@ def _with_swords(steps: list[str], sources: dict[str, str]) -> list[str]:
     return out
 
 
-def chain_as_action(sources: dict[str, str], steps: list[str] | tuple[str, ...], max_steps: int, name: str) -> str:
+def chain_as_action(sources: dict[str, str], steps: list[str] | tuple[str, ...], max_steps: int, name: str,
+                    after: Sequence[str] = ()) -> str:
     """The chain of `chain_source` wrapped into one coded action called `name`: its helpers become
     nested functions, so a policy's action head gets one action that plays the whole chain."""
     if not name.isidentifier() or name.startswith("_"):
         raise ValueError(f"a coded action needs a plain Python name, got {name!r}")
-    body = chain_source(sources, steps, max_steps)
+    body = chain_source(sources, steps, max_steps, after)
     inner = "\n".join(("    " + line) if line.strip() else "" for line in body.splitlines())
     return (f"@coded_action(max_steps={int(max_steps)})\n"
             f"def {name}(game):\n"
@@ -126,8 +130,10 @@ def chain_as_action(sources: dict[str, str], steps: list[str] | tuple[str, ...],
             f"    yield from main(game)\n")
 
 
-def chain_source(sources: dict[str, str], steps: list[str] | tuple[str, ...], max_steps: int) -> str:
-    """Sources plus a `main` that plays `steps` (coded-action names) in order.
+def chain_source(sources: dict[str, str], steps: list[str] | tuple[str, ...], max_steps: int,
+                 after: Sequence[str] = ()) -> str:
+    """Sources plus a `main` that plays `steps` (coded-action names) in order. `after` names the
+    steps that follow in other actions, so that a station is still placed next to what they need.
 
     It generalises the chain example (examples/obtain_wood_pickaxe.py): a step named after an
     achievement is retried until the achievement unlocks; when the item a place_/make_ step needs
@@ -158,7 +164,7 @@ def main(game):
 {rows}
     ]
     gather = {{{gather}}}
-    place_near = {_stations_placed_together(steps)!r}
+    place_near = {_stations_placed_together(steps, after)!r}
     for action, goal in steps:
         for _ in range({CHAIN_RETRIES}):
             if goal is not None and goal in game.achievements:

@@ -57,7 +57,10 @@ target; 'revise' when the code or configuration should be fixed and tried again 
 'move' with move_to when a sub-action should change between code and rl (outer loop): code that
 fails because it cannot adapt (the target is not in view, search, timing) belongs to rl with the
 working code kept as coded actions; 'fail' when nothing left to try is likely to help. Base the
-verdict on the numbers, and say concretely what to change.""",
+verdict on the numbers, and say concretely what to change. A code test that replays earlier skills
+first reports `started` (runs that reached the judged sub-action) and `success_given_start` (its
+success over those runs): judge the code itself on that rate, and compare code with RL on
+success_rate, which both measure from a fresh world.""",
 }
 
 

@@ -262,3 +262,23 @@ def test_executor_gathers_what_a_coded_skill_lacks():
     plan = [{"name": "collect_wood"}, {"name": "place_table"}]
     result = evaluate_chain("place_table", plan, skills, episodes=4, seed=0)
     assert result["ran"] and result["reached"]["place_table"] >= 3 and not result["errors"]
+
+
+
+def test_executor_places_a_station_next_to_what_later_subtasks_need():
+    """Each skill plays alone, so the furnace step must know that the iron pickaxe, made next to a
+    table and a furnace, comes later: the furnace then goes beside the table."""
+    from nodes.executor import _load_chain
+    from prompts.fewshot import fill
+
+    templates = {"collect_stone": ("collect", {"material": "stone", "item": "stone"}),
+                 "place_table": ("place", {"item": "table"}), "place_furnace": ("place", {"item": "furnace"}),
+                 "make_iron_pickaxe": ("make", {"item": "iron_pickaxe"})}
+    skills = {n: {"kind": "code", "entry": n, "sources": [fill(kind, **params)]}
+              for n, (kind, params) in templates.items()}
+    chain = _load_chain([{"name": n} for n in templates], skills, seed=0)
+    furnace = next(step for step in chain if step.subtask == "place_furnace")
+    assert furnace.action.name == "play_place_furnace"
+    assert "'place_furnace': ['table']" in furnace.action.source
+    alone = _load_chain([{"name": n} for n in list(templates)[:3]], skills, seed=0)[-1]
+    assert "place_near = {}" in alone.action.source  # no iron pickaxe later: placed anywhere

@@ -115,9 +115,11 @@ def run_rlgpt(task: str, budget: int, episodes: int, work_dir: Path, key: str, *
 
 
 def _describe_event(e: dict) -> str:
+    from nodes.attempts import rate_text
+
     if e["type"] == "measure":
         return (f"[{e['subtask']}] {e['sub_action']} as {e['kind']} (outer {e['outer_iter']}, inner "
-                f"{e['inner_iter']}): {e['success_rate']:.0%}, {e.get('steps', 0)} steps -> {e['verdict']}")
+                f"{e['inner_iter']}): {rate_text(e)}, {e.get('steps', 0)} steps -> {e['verdict']}")
     if e["type"] == "move":
         return f"[{e['subtask']}] moved {e['sub_action']} {e['from']} -> {e['to']}"
     return f"stopped: {e.get('reason')}"

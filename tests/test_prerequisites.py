@@ -1,0 +1,99 @@
+"""A subtask is tested from its own prerequisites, and its code is judged on the runs that reached it.
+
+Deep in the diamond chain, a code test replays the solved skills before the subtask. Replaying skills
+the subtask does not need (iron before the furnace) or counting deaths in the prefix against the
+subtask's code made the critic move working code to RL. No environment steps here.
+"""
+
+from __future__ import annotations
+
+from graph.schemas import Critique
+from nodes.attempts import judged_rate, summarise_code_runs
+from nodes.critic import prerequisite_achievements
+from nodes.expert import ExpertModel
+from nodes.recipes import backward_chain
+from nodes.skills_io import needed_before, prior_sources, skill_from_attempt
+
+IRON_PICKAXE_PLAN = backward_chain("make_iron_pickaxe")
+
+
+def _state_at(subtask: str) -> dict:
+    index = IRON_PICKAXE_PLAN.index(subtask)
+    plan = [{"name": n, "goal": "g", "success_condition": "c"} for n in IRON_PICKAXE_PLAN]
+    skills = {n: {"kind": "code", "entry": n, "sources": [f"def {n}(game):\n    yield 'noop'\n"]}
+              for n in IRON_PICKAXE_PLAN[:index]}
+    return {"plan": plan, "subtask_index": index, "skills": skills}
+
+
+def test_a_subtask_replays_only_the_solved_skills_it_depends_on():
+    assert IRON_PICKAXE_PLAN.index("collect_iron") < IRON_PICKAXE_PLAN.index("place_furnace")
+    furnace = [p["subtask"] for p in prior_sources(_state_at("place_furnace"))]
+    assert furnace == ["collect_wood", "place_table", "make_wood_pickaxe", "collect_stone"]
+    iron = [p["subtask"] for p in prior_sources(_state_at("collect_iron"))]
+    assert "collect_coal" not in iron and iron[-1] == "make_stone_pickaxe"
+    pickaxe = [p["subtask"] for p in prior_sources(_state_at("make_iron_pickaxe"))]
+    assert pickaxe == IRON_PICKAXE_PLAN[:-1]  # it needs every earlier subtask
+
+
+def test_subtasks_outside_the_recipe_data_keep_every_earlier_skill():
+    assert needed_before("not_a_crafter_task", ["collect_wood", "collect_iron"]) == ["collect_wood", "collect_iron"]
+    assert needed_before("collect_stone", ["my_own_step", "collect_iron"]) == ["my_own_step"]
+
+
+def _run(success: bool, unlocked: list[str]) -> dict:
+    return {"seed": 0, "task_success": success, "steps": 10, "achievements_unlocked": unlocked}
+
+
+def test_code_summary_separates_prefix_failures_from_the_sub_action():
+    prefix = ["collect_wood", "place_table"]
+    reports = [_run(True, prefix + ["make_wood_pickaxe"]), _run(True, prefix + ["make_wood_pickaxe"]),
+               _run(False, prefix), _run(False, ["collect_wood"])]
+    summary = summarise_code_runs(reports, prefix)
+    assert (summary["success_rate"], summary["started"]) == (0.5, 3)
+    assert summary["success_given_start"] == 2 / 3 and judged_rate(summary) == 2 / 3
+    assert summary["prerequisites"] == sorted(prefix)
+    plain = summarise_code_runs(reports)
+    assert (plain["started"], plain["success_given_start"]) == (4, 0.5)
+    none_reached = summarise_code_runs([_run(False, [])], prefix)
+    assert none_reached["success_given_start"] is None and judged_rate(none_reached) == 0.0
+
+
+def _critic(result: dict) -> Critique:
+    context = {"sub_action": {"name": "place_furnace", "kind": "code"}, "result": result, "target": 0.9,
+               "inner_iter": 0, "max_inner_iters": 3, "best_by_kind": {}, "budget_left": 10_000,
+               "min_train_steps": 1000}
+    return ExpertModel().structured("critic", [], Critique, context)
+
+
+def test_expert_critic_judges_code_on_the_runs_that_reached_its_start():
+    prefix = ["collect_wood", "place_table", "make_wood_pickaxe", "collect_stone"]
+    reports = [_run(True, prefix)] * 3 + [_run(False, prefix[:2])] * 5
+    passed = _critic(summarise_code_runs(reports, prefix))
+    assert passed.verdict == "pass" and passed.success_rate == 1.0
+    assert "3 of 8 test runs that reached its start" in passed.feedback
+    stuck = _critic(summarise_code_runs([_run(False, prefix[:1])] * 8, prefix))
+    assert (stuck.verdict, stuck.move_to) == ("move", "rl") and "no test run reached its start" in stuck.feedback
+    weak = _critic(summarise_code_runs([_run(True, prefix)] * 5 + [_run(False, prefix)] * 3, prefix))
+    assert weak.verdict == "move" and "all 8 test runs reached its start" in weak.feedback
+
+
+def test_a_skill_passes_on_the_rate_of_its_own_code():
+    attempt = {"kind": "code", "success_rate": 0.25, "success_given_start": 1.0, "episodes": 8, "steps": 99}
+    record = skill_from_attempt("make_iron_pickaxe", attempt, threshold=0.5)
+    assert record["passing"] and record["success_rate"] == 0.25
+    assert not skill_from_attempt("make_iron_pickaxe", {**attempt, "success_given_start": None}, 0.5)["passing"]
+
+
+def test_critic_node_names_the_achievements_a_test_passes_through():
+    state = _state_at("place_furnace")
+    assert prerequisite_achievements(state) == ["collect_wood", "place_table", "make_wood_pickaxe", "collect_stone"]
+    assert prerequisite_achievements(_state_at("collect_wood")) == []
+
+
+def test_logs_show_the_rate_over_the_runs_that_reached_the_start():
+    from nodes.attempts import rate_text
+
+    assert rate_text({"success_rate": 0.375, "success_given_start": 1.0, "started": 3, "episodes": 8}) == \
+        "38% (3 of 8 reached its start: 100%)"
+    assert rate_text({"success_rate": 0.875, "success_given_start": 0.875, "started": 8, "episodes": 8}) == "88%"
+    assert rate_text({"success_rate": 0.4}) == "40%"
