@@ -32,6 +32,9 @@ COLLECT_REQUIRES: dict[str, dict[str, int]] = {
     material: dict(info["require"]) for material, info in crafter_constants.collect.items()}
 
 _MEMORY_RADIUS = 80  # the world is 64x64, so odometry never leaves [-64, 64]
+_SHELTER_SIZE = 2  # walkable tiles a shelter may hold: the pocket the player can seal from inside
+# Tiles that do not wall a shelter in: what zombies walk on, what was never seen, and lava (arrows fly over it).
+_NOT_A_WALL = frozenset(WALKABLE) | {UNKNOWN, "lava"}
 _WALKABLE_IDS = np.array([MATERIAL_IDS[m] for m in sorted(WALKABLE)], dtype=np.uint8)
 
 Pos = tuple[int, int]
@@ -40,18 +43,20 @@ Pos = tuple[int, int]
 class GameAPI:
     """Read-only view of the game for coded actions. See the module docstring."""
 
-    __slots__ = ("_obs", "_memory", "_rng")
+    __slots__ = ("_obs", "_memory", "_rng", "_cows")
 
     def __init__(self, seed: int = 0):
         self._obs: PlayerObservation | None = None
         self._memory = np.zeros((2 * _MEMORY_RADIUS + 1,) * 2, dtype=np.uint8)
         self._rng = random.Random(seed)
+        self._cows: set[Pos] = set()  # where cows were last seen: food the player can walk back to
 
     # -- fed by the environment (private: agent code cannot reach names starting with "_") --
 
     def _reset(self, obs: PlayerObservation, seed: int) -> None:
         self._memory[:] = 0
         self._rng = random.Random(seed)
+        self._cows = set()
         self._observe(obs)
 
     def _observe(self, obs: PlayerObservation) -> None:
@@ -60,6 +65,9 @@ class GameAPI:
         x0, y0 = x - VIEW_RADIUS_X + _MEMORY_RADIUS, y - VIEW_RADIUS_Y + _MEMORY_RADIUS
         patch = obs.materials
         self._memory[x0:x0 + patch.shape[0], y0:y0 + patch.shape[1]] = patch
+        in_view = {c for c in self._cows if abs(c[0] - x) <= VIEW_RADIUS_X and abs(c[1] - y) <= VIEW_RADIUS_Y}
+        self._cows -= in_view  # what is in view now replaces what was remembered there
+        self._cows |= {(x + dx, y + dy) for name, dx, dy in obs.creatures if name == "cow"}
 
     def _current(self) -> PlayerObservation:
         if self._obs is None:
@@ -167,13 +175,18 @@ class GameAPI:
         return sorted(found, key=lambda p: (abs(p[0] - px) + abs(p[1] - py), p))
 
     def nearest(self, name: str) -> Pos | None:
-        """Absolute position of the nearest remembered material or visible creature, or None.
+        """Absolute position of the nearest remembered material or visible creature, or None. For a
+        cow out of view, where one was last seen in this episode.
 
         Prefers targets that can be reached over known walkable tiles."""
         px, py = self.pos
         if name in CREATURES:
             seen = self.visible(name)
-            return (px + seen[0][0], py + seen[0][1]) if seen else None
+            if seen:
+                return (px + seen[0][0], py + seen[0][1])
+            if name == "cow" and self._cows:  # cows graze slowly: where one was seen, one likely still is
+                return min(self._cows, key=lambda c: (abs(c[0] - px) + abs(c[1] - py), c))
+            return None
         candidates = self.known(name)
         if not candidates:
             return None
@@ -303,6 +316,82 @@ class GameAPI:
                 return
             yield path[0]
 
+    def is_sheltered(self) -> bool:
+        """Whether the player is walled in: the remembered walkable tiles joined to its own are at most
+        a few, and every tile around them is known and solid. Zombies walk on grass, sand and path
+        only and hit only from a tile next to the player, so none can reach it there."""
+        region, queue = {self.pos}, [self.pos]
+        while queue:
+            for n in _neighbours(queue.pop()):
+                material = self.material_at(n)
+                if material == UNKNOWN:
+                    return False
+                if material in WALKABLE and n not in region:
+                    if len(region) >= _SHELTER_SIZE:
+                        return False
+                    region.add(n)
+                    queue.append(n)
+        return True
+
+    def shelter(self, max_steps: int = 60) -> Iterator[str]:
+        """Wall the player into a pocket two tiles long, for sleeping through the night.
+
+        The player can face a free tile only by stepping toward it from the opposite side, so a
+        pocket must be two tiles long: walk onto an entrance tile, go two tiles in (mining stone
+        with a pickaxe where the pocket is stone), step back one tile, which turns the player to the
+        entrance, and place a stone there (a table when no stone is at hand). Uses remembered
+        tiles only; returns without acting when no site is known within `max_steps` of walking."""
+        if self.is_sheltered():
+            return
+        site = self._shelter_site(max_steps)
+        if site is None:
+            return
+        entrance, (dx, dy) = site
+        for _ in range(max_steps):
+            if self.pos == entrance:
+                break
+            if (yield from self.defend()):
+                continue
+            path = self.path_to(entrance, adjacent=False)
+            if not path:
+                return
+            yield path[0]
+        inner, end = (entrance[0] + dx, entrance[1] + dy), (entrance[0] + 2 * dx, entrance[1] + 2 * dy)
+        for tile in (inner, end):
+            if self.pos != (tile[0] - dx, tile[1] - dy):
+                return
+            for _ in range(4):  # mine the tile open; facing a solid tile takes one turn
+                if self.material_at(tile) in WALKABLE:
+                    break
+                yield from self.face(tile)
+                yield "do"
+            yield MOVE_FOR_DIRECTION[(dx, dy)]
+        if self.pos != end:
+            return
+        yield MOVE_FOR_DIRECTION[(-dx, -dy)]  # back to the inner tile, now facing the entrance
+        for _ in range(6):
+            if self.pos != inner or self.facing != (-dx, -dy) or self.material_at(entrance) not in WALKABLE:
+                return
+            if self._facing_creatures():
+                yield "do"  # a zombie in the doorway: hit it until it leaves or dies
+                continue
+            item = "stone" if self.has("stone") else "table"
+            if not self.can_place(item):
+                return
+            yield f"place_{item}"
+
+    def leave_shelter(self) -> Iterator[str]:
+        """Mine a way out of a shelter: the wall tile (the entrance first) with known walkable ground behind it."""
+        if not self.is_sheltered() or not self.can_collect("stone"):
+            return
+        px, py = self.pos
+        for d in [self.facing] + [d for d in MOVE_FOR_DIRECTION if d != self.facing]:
+            wall, beyond = (px + d[0], py + d[1]), (px + 2 * d[0], py + 2 * d[1])
+            if self.material_at(wall) == "stone" and self.material_at(beyond) in WALKABLE:
+                yield from self.face(wall)
+                yield "do"
+                return
+
     def explore(self, steps: int = 20) -> Iterator[str]:
         """Head for the nearest edge of the known map to uncover new tiles."""
         for _ in range(steps):
@@ -337,6 +426,30 @@ class GameAPI:
                     cost[nxt] = cost[cur] + 1
                     queue.append(nxt)
         return cost
+
+    def _shelter_site(self, max_walk: int) -> tuple[Pos, Pos] | None:
+        """The nearest (entrance, direction) whose next two tiles can form a sealed pocket: each free
+        or stone the player can mine, with known solid tiles on their other sides, and something to
+        seal the entrance with (a stone already held or mined from the pocket, else a table)."""
+        pickaxe = self.can_collect("stone")
+        creatures = self._creature_positions()
+        has_seal = self.has("stone") or self.can_afford("table")
+        reachable = self._reachable_adjacent_costs()
+        for entrance in sorted((p for p, c in reachable.items() if c <= max_walk), key=lambda p: (reachable[p], p)):
+            for dx, dy in MOVE_FOR_DIRECTION:
+                pocket = [(entrance[0] + k * dx, entrance[1] + k * dy) for k in (1, 2)]
+                kinds = [self.material_at(t) for t in pocket]
+                if any(t in creatures for t in pocket) or not all(
+                        k in WALKABLE or (k == "stone" and pickaxe) for k in kinds):
+                    continue
+                if not (has_seal or "stone" in kinds):
+                    continue
+                end = pocket[1]
+                walls = [(t[0] + sx, t[1] + sy) for t in pocket for sx, sy in ((dy, dx), (-dy, -dx))]
+                walls.append((end[0] + dx, end[1] + dy))
+                if all(self.material_at(w) not in _NOT_A_WALL for w in walls):
+                    return entrance, (dx, dy)
+        return None
 
     def _path_to_spot_near(self, materials: list[str], limit: int = 4000) -> list[str] | None:
         def near_all(cur: Pos) -> bool:

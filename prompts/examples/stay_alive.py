@@ -1,7 +1,10 @@
 def stay_alive(game):
-    """Fight a zombie next to the player, then drink, eat or sleep when a status bar runs low.
+    """Fight a zombie next to the player, spend the night walled into a shelter, and drink, eat or
+    sleep when a status bar runs low.
 
-    Long chains outlast the status bars: food lasts about 200 steps, drink a little less.
+    Long chains outlast the status bars: food lasts about 200 steps, drink a little less. Zombies
+    crowd the grass at night and hit a sleeping player hardest, so the night (or a rest when energy
+    runs low) is spent in a sealed pocket (game.shelter) and the player mines its way out at dawn.
     Uses collect_drink (filled from collect_wood with water/drink) and collect_food (cow/food)."""
     for name, dx, dy in game.creatures:
         if name == "zombie" and abs(dx) + abs(dy) == 1:
@@ -12,15 +15,28 @@ def stay_alive(game):
                 if ("zombie", dx, dy) not in game.creatures:
                     break
             return
+    if game.daylight < 0.4 or game.energy < 3:
+        yield from game.shelter()
+    if game.is_sheltered():
+        for _ in range(300):
+            awake = not game.sleeping
+            if awake and ((game.daylight > 0.7 and game.energy > 4) or game.food < 2 or game.drink < 2):
+                break
+            yield "sleep" if game.energy < 9 else "noop"
+        yield from game.leave_shelter()
+        return
     if game.drink < 6 and len(game.known("water")) > 0:
         for _ in range(9 - game.drink):
             yield from collect_drink(game)
     if game.food < 6:
-        for _ in range(30):
-            if len(game.visible("cow")) > 0:
-                yield from collect_food(game)
+        start = game.food
+        for _ in range(200 if game.food < 3 else 60):  # cows graze on grass, often far from the mines
+            if game.food > start:
                 break
-            yield from game.explore(1)
+            if game.nearest("cow") is not None:  # in view, or where one was seen earlier
+                yield from collect_food(game)  # a cow may walk off before it is reached: try again
+            else:
+                yield from game.explore(1)
     if game.energy < 3:
         for _ in range(400):
             yield "sleep"

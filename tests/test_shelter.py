@@ -1,0 +1,114 @@
+"""Surviving the night: the game API's shelter and its memory of where cows were seen.
+
+Zombies walk on grass, sand and path and hit only from a tile next to the player, so a pocket two
+tiles long with solid tiles all around keeps them out. The player can face a free tile only by
+stepping toward it from the opposite side, which is why the pocket needs its second tile.
+"""
+
+from __future__ import annotations
+
+import crafter.constants as crafter_constants
+import numpy as np
+
+from envs.coded import as_coded_action, execute
+from envs.crafter_env import CrafterEnv
+from envs.game_api import GameAPI
+from envs.observation import MATERIAL_IDS, PlayerObservation
+from envs.seeds import train_seeds
+from graph.evaluation.coded import pure_code_program
+from tools.sandbox import load_coded_actions
+
+LETTERS = {"S": "stone", "P": "path", "G": "grass", "T": "tree", "W": "water"}
+
+
+def _observation(rows: list[str], pos=(0, 0), creatures=(), **inventory) -> PlayerObservation:
+    """A 9x7 view drawn as 7 rows of 9 letters; the player stands at row 3, column 4."""
+    materials = np.array([[MATERIAL_IDS[LETTERS[ch]] for ch in row] for row in rows], dtype=np.uint8).T
+    items = {name: 0 for name in crafter_constants.items}
+    items.update(health=9, food=9, drink=9, energy=9, **inventory)
+    return PlayerObservation(materials=materials, creatures=tuple(creatures), inventory=items, facing=(0, 1),
+                             pos=pos, daylight=1.0, sleeping=False, episode_step=0)
+
+
+def _game(rows: list[str], **kwargs) -> GameAPI:
+    game = GameAPI()
+    game._reset(_observation(rows, **kwargs), seed=0)
+    return game
+
+
+SEALED = ["SSSSSSSSS",
+          "SSSSSSSSS",
+          "SSSSSSSSS",
+          "SSSSPPSSS",
+          "SSSSSSSSS",
+          "SSSSSSSSS",
+          "SSSSSSSSS"]
+
+
+def test_a_two_tile_pocket_walled_in_by_known_solid_tiles_is_a_shelter():
+    assert _game(SEALED).is_sheltered()
+    open_door = [row if i != 3 else "SSSGPPSSS" for i, row in enumerate(SEALED)]
+    assert not _game(open_door).is_sheltered()  # a third walkable tile leads out
+    water = [row if i != 3 else "SSSWPPTSS" for i, row in enumerate(SEALED)]
+    assert _game(water).is_sheltered()  # zombies cannot walk on water or trees either
+    at_the_edge = [row if i != 3 else "SSSSPPPPP" for i, row in enumerate(SEALED)]
+    assert not _game(at_the_edge).is_sheltered()  # the path runs on into ground never seen
+
+
+def test_a_shelter_site_needs_a_pickaxe_for_stone_and_something_to_seal_with():
+    hillside = ["GGGGGSSSS"] * 7  # the player stands on grass at the foot of a stone hill
+    assert _game(hillside)._shelter_site(60) is None  # no pickaxe: the stone cannot be dug
+    entrance, direction = _game(hillside, wood_pickaxe=1)._shelter_site(60)
+    assert (entrance, direction) == ((0, 0), (1, 0))  # dig two tiles into the hill from where it stands
+
+
+def test_cows_are_remembered_where_they_were_last_seen():
+    field = ["G" * 9] * 7
+    game = _game(field, creatures=[("cow", 2, 0)])
+    assert game.nearest("cow") == (2, 0)
+    game._observe(_observation(field, pos=(10, 0)))  # walked away: the cow's spot is out of view
+    assert game.nearest("cow") == (2, 0)
+    game._observe(_observation(field, pos=(3, 0)))  # back in view and the cow is gone
+    assert game.nearest("cow") is None
+
+
+def _zombie_reachable_tiles(env) -> int:
+    """Ground truth: how many tiles a zombie could walk to from the player's tile (capped at 10)."""
+    sim = env.backend._sim
+    start = tuple(int(v) for v in sim._player.pos)
+    seen, queue = {start}, [start]
+    while queue and len(seen) <= 10:
+        x, y = queue.pop()
+        for nxt in ((x + 1, y), (x - 1, y), (x, y + 1), (x, y - 1)):
+            if nxt not in seen and sim._world[nxt][0] in ("grass", "sand", "path"):
+                seen.add(nxt)
+                queue.append(nxt)
+    return len(seen)
+
+
+def _shelter(game):
+    yield from game.shelter()
+
+
+def _leave(game):
+    yield from game.leave_shelter()
+
+
+def test_shelter_walls_the_player_in_and_leave_shelter_opens_the_way():
+    """On real worlds, once the chain has a pickaxe and stone: the API's verdict matches the simulator."""
+    program = {a.name: a for a in load_coded_actions(pure_code_program("collect_stone"))}["main"]
+    sheltered = 0
+    for seed in train_seeds(6, offset=3000):
+        env = CrafterEnv("collect_diamond")
+        env.reset(seed=seed)
+        execute(env, program, max_steps=2000)
+        if env.game.health <= 0 or "collect_stone" not in env.game.achievements:
+            continue
+        execute(env, as_coded_action(_shelter), max_steps=200)
+        if not env.game.is_sheltered():
+            continue
+        sheltered += 1
+        assert _zombie_reachable_tiles(env) <= 2  # no zombie can reach a tile next to the player
+        execute(env, as_coded_action(_leave), max_steps=5)
+        assert not env.game.is_sheltered() and _zombie_reachable_tiles(env) > 2
+    assert sheltered >= 4
