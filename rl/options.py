@@ -24,6 +24,31 @@ class GameForwarding(gym.Wrapper):
         return list(self.env.get_wrapper_attr("primitive_actions"))
 
 
+class StepAllowance:
+    """The primitive steps a trainer may still spend, shared by the envs it steps in one process.
+
+    Before each vector step the trainer calls ``begin(left, n_envs)``; the envs then step one after
+    another, and each coded call is cut at what is left minus one step for every env still to step.
+    A long coded call thus runs uncut until the budget's last steps, and the budget is overrun by at most
+    ``n_envs - 1`` steps (when fewer steps than envs are left)."""
+
+    def __init__(self) -> None:
+        self.left: int | None = None
+        self.pending = 0
+
+    def begin(self, left: int, n_envs: int) -> None:
+        self.left, self.pending = int(left), int(n_envs)
+
+    def cap_for_next_env(self) -> int | None:
+        """The step cap of the env stepping now (None: no limit)."""
+        self.pending = max(0, self.pending - 1)
+        return None if self.left is None else max(1, self.left - self.pending)
+
+    def spend(self, steps: int) -> None:
+        if self.left is not None:
+            self.left -= int(steps)
+
+
 class CodedActionsWrapper(GameForwarding):
     """``Discrete(n_primitive + k)``. Index ``n_primitive + j`` runs ``coded_actions[j]``.
 
@@ -48,6 +73,11 @@ class CodedActionsWrapper(GameForwarding):
         self._noop = names.index("noop")
         self.call_counts = {a.name: 0 for a in self.coded_actions}
         self.failure_counts = {a.name: 0 for a in self.coded_actions}
+        self.allowance: StepAllowance | None = None
+
+    def share_allowance(self, allowance: StepAllowance | None) -> None:
+        """Cut coded calls to the trainer's budget (see StepAllowance); None lifts the limit."""
+        self.allowance = allowance
 
     @property
     def action_names(self) -> list[str]:
@@ -70,20 +100,24 @@ class CodedActionsWrapper(GameForwarding):
         a = int(action)
         if not 0 <= a < self.action_space.n:
             raise ValueError(f"action {a} is outside Discrete({self.action_space.n})")
+        cap = self.allowance.cap_for_next_env() if self.allowance is not None else None
         if a < self.n_primitive:
             obs, reward, terminated, truncated, info = self.env.step(a)
             info = dict(info)
             info.update(primitive_steps=1, option_reward=float(reward), coded_call="", coded_error="")
         else:
-            obs, reward, terminated, truncated, info = self._run_coded(self.coded_actions[a - self.n_primitive])
+            obs, reward, terminated, truncated, info = self._run_coded(self.coded_actions[a - self.n_primitive], cap)
+        if self.allowance is not None:
+            self.allowance.spend(info["primitive_steps"])
         info["action_mask"] = self.action_mask()
         return obs, reward, terminated, truncated, info
 
-    def _run_coded(self, action):
+    def _run_coded(self, action, cap: int | None = None):
         from envs.coded import execute
 
         self.call_counts[action.name] += 1
-        outcome = execute(self.env, action, gamma=self.gamma)
+        limit = action.max_steps if cap is None else min(action.max_steps, cap)
+        outcome = execute(self.env, action, gamma=self.gamma, max_steps=limit)
         error = outcome.error or ("precondition failed: the action cannot run here"
                                   if outcome.precondition_failed else "")
         if error:

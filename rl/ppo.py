@@ -298,6 +298,18 @@ class Collector:
         self.obs_dtype = torch.uint8 if obs_space.dtype == np.uint8 else torch.float32
         self.buf = Rollout(spec.num_steps, self.N, obs_space.shape, self.obs_dtype, spec.n_actions, device)
         self.ep_ret, self.ep_len = np.zeros(self.N), np.zeros(self.N, dtype=np.int64)
+        # Envs stepped in this process share one allowance, so a long coded call in the budget's last step
+        # cannot overrun it (rl.options.StepAllowance). Envs in other processes ('batched') cannot share it.
+        self.allowance = None
+        if spec.n_actions > spec.n_primitive and isinstance(envs, gym.vector.SyncVectorEnv):
+            from rl.options import StepAllowance
+
+            allowance = StepAllowance()
+            try:
+                envs.call("share_allowance", allowance)
+                self.allowance = allowance
+            except AttributeError:  # envs that run their own options (no CodedActionsWrapper) keep their limits
+                pass
 
     def reset(self, seed) -> None:
         obs_np, infos = self.envs.reset(seed=seed)
@@ -321,6 +333,8 @@ class Collector:
             buf.values[t], buf.actions[t], buf.logprobs[t] = value, action, logprob
             act_np = action.cpu().numpy()
 
+            if self.allowance is not None:
+                self.allowance.begin(budget - used, N)
             obs_np, reward, term, trunc, infos = self.envs.step(act_np)
             done = np.logical_or(term, trunc)
             step_info = infos

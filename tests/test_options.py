@@ -115,3 +115,28 @@ def test_example_coded_actions_run_in_crafter():
     assert 1 <= info["primitive_steps"] <= 20
     assert info["episode_steps"] == info["primitive_steps"]
     assert isinstance(info["action_mask"], np.ndarray) and info["action_mask"].shape == (18,)
+
+
+WAIT = '''@coded_action(max_steps=300)
+def wait(game):
+    """Stand still for 300 steps: a long coded call."""
+    for _ in range(300):
+        yield "noop"
+'''
+
+
+@pytest.mark.parametrize("mode", ["sync", "actors"])
+def test_a_long_coded_call_cannot_overrun_the_training_budget(tmp_path, mode):
+    """Four envs each starting a 300-step call in the budget's last step would overrun it by up to 1,200
+    steps; the shared allowance cuts the calls so the budget holds to within num_envs - 1 steps."""
+    from rl.config import RLConfig
+    from rl.env_factory import EnvSource
+    from rl.ppo import PPOSettings, train
+
+    budget = 2_000
+    cfg = RLConfig(task="collect_wood", max_episode_steps=400, coded_actions=[WAIT])
+    settings = PPOSettings(total_steps=budget, num_envs=4, num_steps=8, num_minibatches=2, update_epochs=1,
+                           run_dir=str(tmp_path / "run"), progress="none", vector_mode=mode, seed=5)
+    result = train(settings, EnvSource.from_any(cfg))
+    assert result.coded_action_counts["wait"] > 0
+    assert budget <= result.steps_used <= budget + 3
