@@ -52,6 +52,9 @@ CRAFTER_SCORES: tuple[Published, ...] = (
     Published("Achievement Distillation", 21.8, "1M", "Moon et al. 2023", CRAFTER),
     Published("PPO (tuned, ResNet)", 15.6, "1M", "Moon et al. 2023", CRAFTER),
     Published("DreamerV3", 14.5, "1M", "Hafner et al. 2023 (DreamerV3)", CRAFTER),
+    Published("DreamerV2", 10.0, "1M", "Hafner 2021 (Crafter)", CRAFTER),
+    # The benchmark paper's own PPO baseline: the untuned counterpart of our pure-RL row.
+    Published("PPO (the benchmark paper's baseline)", 4.6, "1M", "Hafner 2021 (Crafter)", CRAFTER),
     Published("Random", 1.6, "-", "Hafner 2021 (Crafter)", CRAFTER),
 )
 

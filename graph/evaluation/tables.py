@@ -22,6 +22,15 @@ from graph.evaluation.heldout import (code_skill, crafter_episodes, evaluate_ski
 TECH_TREE = ("collect_wood", "place_table", "make_wood_pickaxe", "collect_stone", "make_stone_pickaxe",
              "collect_coal", "collect_iron", "place_furnace", "make_iron_pickaxe", "collect_diamond")
 OURS = "ours (Crafter)"
+# Version of everything that decides or plays coded actions: the graph's rules (nodes/), the executor, the
+# chain driver and its survival code (prompts/), the game API, and how PPO runs coded calls (rl/options.py).
+# It is part of the key of every cell that plays coded actions (all but pure RL on primitives): bump it when a
+# change alters what those cells would measure, so cached cells are measured again rather than reused.
+# 2: a code test replays only the subtask's own prerequisites and is judged on the runs that reached it.
+# 3: the executor places a station next to the stations that later subtasks need with it.
+# 4: stay_alive spends the night walled into a shelter and keeps hunting until it has eaten.
+# 5: PPO cuts coded calls in a training's last step, so no training overruns its budget.
+RULES_VERSION = 5
 METHOD_LABELS = {"rlgpt": "RL-GPT (expert model)", "pure_rl": "pure RL (PPO, primitive actions)",
                  "pure_code": "pure code (coded actions, no RL)",
                  "rl_with_code": "PPO + coded actions in the action head"}
@@ -92,7 +101,7 @@ class Runner:
     def rlgpt(self, task: str, budget: int, variant: str = "full") -> dict:
         c = self.cfg
         key = cell_key("rlgpt", variant, task, f"b{budget}", f"e{c.episodes}", f"s{c.seed}", f"t{c.train_steps}",
-                       f"c{c.test_episodes}", *c.mode_key())
+                       f"c{c.test_episodes}", f"r{RULES_VERSION}", *c.mode_key())
         return self.cell(f"RL-GPT ({variant}) on {task}, budget {budget:,}", key, lambda: methods.run_rlgpt(
             task, budget, c.episodes, c.work, key, seed=c.seed, variant=variant, train_steps=c.train_steps,
             test_episodes=c.test_episodes, vector_mode=c.vector_mode, log=self.log))
@@ -100,7 +109,8 @@ class Runner:
     def pure_rl(self, task: str, budget: int, coded: bool = False) -> dict:
         c = self.cfg
         name = "rl_with_code" if coded else "pure_rl"
-        key = cell_key(name, task, f"b{budget}", f"e{c.episodes}", f"s{c.seed}", *c.mode_key())
+        version = (f"r{RULES_VERSION}",) if coded else ()
+        key = cell_key(name, task, f"b{budget}", f"e{c.episodes}", f"s{c.seed}", *version, *c.mode_key())
         sources = list(_coded(task).values()) if coded else None
         return self.cell(f"{METHOD_LABELS[name]} on {task}, budget {budget:,}", key, lambda: methods.run_pure_rl(
             task, budget, c.episodes, c.work / key, seed=c.seed, coded_sources=sources, vector_mode=c.vector_mode,
@@ -108,7 +118,7 @@ class Runner:
 
     def pure_code(self, task: str) -> dict:
         c = self.cfg
-        key = cell_key("pure_code", task, f"e{c.episodes}", f"s{c.seed}", f"c{c.test_episodes}")
+        key = cell_key("pure_code", task, f"e{c.episodes}", f"s{c.seed}", f"c{c.test_episodes}", f"r{RULES_VERSION}")
         return self.cell(f"pure code on {task}", key, lambda: methods.run_pure_code(
             task, c.episodes, test_episodes=c.test_episodes, seed=c.seed, log=self.log))
 
@@ -184,7 +194,7 @@ def table_iterations(run: Runner) -> Table:
     task = c.iteration_task
     cell = run.rlgpt(task, c.task_budget)
     base_key = cell_key("iter", task, f"b{c.task_budget}", f"e{c.episodes}", f"s{c.seed}", f"t{c.train_steps}",
-                        *c.mode_key())
+                        f"r{RULES_VERSION}", *c.mode_key())
     rows, spent = [], 0
     attempts = [a for a in cell.get("attempts", [])]
     for i, attempt in enumerate(attempts):
@@ -264,7 +274,9 @@ def crafter_cells(run: Runner) -> dict[str, dict]:
     steps = c.crafter_episode_steps
     out = {}
     for name, coded in (("rl_with_code", True), ("pure_rl", False)):
-        key = cell_key("crafter", name, f"b{c.budget}", f"e{c.episodes}", f"s{c.seed}", f"l{steps}", *c.mode_key())
+        version = (f"r{RULES_VERSION}",) if coded else ()
+        key = cell_key("crafter", name, f"b{c.budget}", f"e{c.episodes}", f"s{c.seed}", f"l{steps}", *version,
+                       *c.mode_key())
 
         def compute(name=name, coded=coded, key=key) -> dict:
             start = time.time()
@@ -280,7 +292,8 @@ def crafter_cells(run: Runner) -> dict[str, dict]:
             return {**trained, **played, "wall_s": round(time.time() - start, 1)}
 
         out[name] = run.cell(f"Crafter score: {METHOD_LABELS[name]}, budget {c.budget:,}", key, compute)
-    key = cell_key("crafter", "pure_code", f"e{c.episodes}", f"s{c.seed}", f"l{steps}", f"c{c.test_episodes}")
+    key = cell_key("crafter", "pure_code", f"e{c.episodes}", f"s{c.seed}", f"l{steps}", f"c{c.test_episodes}",
+                   f"r{RULES_VERSION}")
 
     def compute_code() -> dict:
         start = time.time()
