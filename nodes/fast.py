@@ -18,7 +18,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from envs.seeds import train_seeds
 from envs.tasks import TASKS
 from nodes.attempts import CODE_TOOL, CONFIGURE_TOOL, last_tool_round, report_of, split_functions, steps_of
-from nodes.limits import MIN_TRAIN_STEPS, budget_left, knob, limit_reached, test_episodes
+from nodes.limits import MIN_TRAIN_STEPS, budget_left, fit_calls_to_budget, knob, limit_reached, test_episodes
 from nodes.skills_io import prior_sources
 from prompts.templates import messages_for
 
@@ -127,10 +127,13 @@ def make_fast(settings: Any, model: Any, tools: Sequence[Any]):
             prompt = messages_for("fast", context)
             new_messages = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *prompt]
         ai: AIMessage = model.tool_call("fast", prompt, tools, context)
-        calls = list(ai.tool_calls or [])
+        calls, fitted = fit_calls_to_budget(list(ai.tool_calls or []), budget_left(current))
+        if fitted:  # the graph, not the model, holds the budget
+            ai = ai.model_copy(update={"tool_calls": calls})
         code, configs = _versions_from(calls, state, subtask)
         route = "tools" if calls else "critic"  # no call: the critic records a failed attempt
+        events = [{"type": "budget_fit", "subtask": subtask, "changes": fitted}] if fitted else []
         return {**update, "messages": [*new_messages, ai], "code_versions": code, "rl_configs": configs,
-                "route": route, "attempt": int(state.get("attempt", 0)) + (0 if round_ else 1)}
+                "route": route, "attempt": int(state.get("attempt", 0)) + (0 if round_ else 1), "events": events}
 
     return fast

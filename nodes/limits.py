@@ -57,3 +57,56 @@ def limit_reached(state: dict, settings: Any, model: Any, need_steps: int = 1) -
     if max_calls and model_calls(model) >= int(max_calls):
         return f"model-call limit reached: {model_calls(model)} of {int(max_calls)} calls"
     return None
+
+
+def fit_calls_to_budget(calls: list[dict], left: int) -> tuple[list[dict], list[str]]:
+    """The model's tool calls cut to the `left` env steps of the run's budget, so that no round overruns it.
+
+    Code tests share what is left: each test's `max_steps` is at most its share, and tests beyond one
+    step each are dropped. A PPO configuration or training gets at most what is left (PPO itself holds
+    its `total_steps` to within num_envs - 1). Arguments that do not parse are left to the tool to refuse.
+    Returns the calls and a note per change, for the events log."""
+    from tools.run_code import RunCodeArgs
+
+    left = max(int(left), 0)
+    code_calls = sum(c.get("name") == "run_code_in_env" for c in calls)
+    kept_tests = min(code_calls, left)
+    share = left // kept_tests if kept_tests else 0
+    out, notes, seen = [], [], 0
+    for call in calls:
+        name, args = call.get("name"), dict(call.get("args") or {})
+        if name == "run_code_in_env":
+            seen += 1
+            if seen > kept_tests:
+                notes.append(f"dropped code test {seen}: {left} env steps are left for {code_calls} tests")
+                continue
+            asked = _as_int(args.get("max_steps", RunCodeArgs.model_fields["max_steps"].default))
+            if asked is not None and asked > share:
+                args["max_steps"] = share
+                notes.append(f"code test {seen}: max_steps {asked} -> {share} (its share of {left} steps left)")
+        elif name in ("configure_rl", "train_ppo") and isinstance(args.get("rl_config"), dict):
+            config = dict(args["rl_config"])
+            ppo = config.get("ppo", {})
+            if isinstance(ppo, dict):
+                asked = _as_int(ppo.get("total_steps", _default_total_steps()))
+                if asked is not None and asked > left:
+                    config["ppo"] = {**ppo, "total_steps": left}
+                    args["rl_config"] = config
+                    notes.append(f"{name}: total_steps {asked} -> {left} (the steps left)")
+        out.append({**call, "args": args})
+    return out, notes
+
+
+def _as_int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _default_total_steps() -> int:
+    import dataclasses
+
+    from rl.ppo import PPOSettings
+
+    return next(f.default for f in dataclasses.fields(PPOSettings) if f.name == "total_steps")

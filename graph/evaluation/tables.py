@@ -31,6 +31,10 @@ OURS = "ours (Crafter)"
 # 4: stay_alive spends the night walled into a shelter and keeps hunting until it has eaten.
 # 5: PPO cuts coded calls in a training's last step, so no training overruns its budget.
 RULES_VERSION = 5
+# The RL-GPT and iteration cells also depend on the graph's own handling of tool calls; this version is bumped
+# alone for a change that only they see (keys: r{GRAPH_RULES_VERSION}).
+# 6: the fast node fits every tool call to the env steps left, so code tests cannot overrun the budget.
+GRAPH_RULES_VERSION = 6
 METHOD_LABELS = {"rlgpt": "RL-GPT (expert model)", "pure_rl": "pure RL (PPO, primitive actions)",
                  "pure_code": "pure code (coded actions, no RL)",
                  "rl_with_code": "PPO + coded actions in the action head"}
@@ -101,7 +105,7 @@ class Runner:
     def rlgpt(self, task: str, budget: int, variant: str = "full") -> dict:
         c = self.cfg
         key = cell_key("rlgpt", variant, task, f"b{budget}", f"e{c.episodes}", f"s{c.seed}", f"t{c.train_steps}",
-                       f"c{c.test_episodes}", f"r{RULES_VERSION}", *c.mode_key())
+                       f"c{c.test_episodes}", f"r{GRAPH_RULES_VERSION}", *c.mode_key())
         return self.cell(f"RL-GPT ({variant}) on {task}, budget {budget:,}", key, lambda: methods.run_rlgpt(
             task, budget, c.episodes, c.work, key, seed=c.seed, variant=variant, train_steps=c.train_steps,
             test_episodes=c.test_episodes, vector_mode=c.vector_mode, log=self.log))
@@ -194,7 +198,7 @@ def table_iterations(run: Runner) -> Table:
     task = c.iteration_task
     cell = run.rlgpt(task, c.task_budget)
     base_key = cell_key("iter", task, f"b{c.task_budget}", f"e{c.episodes}", f"s{c.seed}", f"t{c.train_steps}",
-                        f"r{RULES_VERSION}", *c.mode_key())
+                        f"r{GRAPH_RULES_VERSION}", *c.mode_key())
     rows, spent = [], 0
     attempts = [a for a in cell.get("attempts", [])]
     for i, attempt in enumerate(attempts):
