@@ -69,7 +69,7 @@ def _load_chain(plan: list[dict], skills: dict[str, dict], seed: int) -> list[_C
     from nodes.attempts import split_functions
 
     pool: dict[str, str] = {}
-    chain, earlier = [], []
+    chain = []
     names = [sub["name"] for sub in plan]
     for i, sub in enumerate(plan):
         record = skills[sub["name"]]
@@ -77,9 +77,8 @@ def _load_chain(plan: list[dict], skills: dict[str, dict], seed: int) -> list[_C
             for name, fn_source in split_functions(src).items():
                 if name != "main":
                     pool.setdefault(name, fn_source)
-        chain.append(_ChainStep(sub["name"], record, seed, earlier=list(earlier), pool=dict(pool),
+        chain.append(_ChainStep(sub["name"], record, seed, earlier=names[:i], pool=dict(pool),
                                 later=names[i + 1:]))
-        earlier.append(sub["name"])
     return chain
 
 

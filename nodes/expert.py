@@ -21,6 +21,7 @@ from typing import Any, Mapping, Sequence
 from langchain_core.messages import AIMessage, BaseMessage
 
 from graph.schemas import Critique, Decomposition, Plan, SubAction, Subtask
+from nodes.attempts import judged_rate
 from nodes.models import UsageCounter
 
 _DEF = re.compile(r"^def\s+([A-Za-z_]\w*)\s*\(", re.MULTILINE)
@@ -176,8 +177,6 @@ class ExpertModel:
     # -- critic --
 
     def _critique(self, c: dict) -> Critique:
-        from nodes.attempts import judged_rate
-
         result, target = c["result"], float(c["target"])
         name, kind = c["sub_action"]["name"], c["sub_action"]["kind"]
         rate = judged_rate(result)

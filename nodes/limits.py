@@ -66,16 +66,17 @@ def fit_calls_to_budget(calls: list[dict], left: int) -> tuple[list[dict], list[
     step each are dropped. A PPO configuration or training gets at most what is left (PPO itself holds
     its `total_steps` to within num_envs - 1). Arguments that do not parse are left to the tool to refuse.
     Returns the calls and a note per change, for the events log."""
+    from nodes.attempts import CODE_TOOL, CONFIGURE_TOOL, TRAIN_TOOL
     from tools.run_code import RunCodeArgs
 
     left = max(int(left), 0)
-    code_calls = sum(c.get("name") == "run_code_in_env" for c in calls)
+    code_calls = sum(c.get("name") == CODE_TOOL for c in calls)
     kept_tests = min(code_calls, left)
     share = left // kept_tests if kept_tests else 0
     out, notes, seen = [], [], 0
     for call in calls:
         name, args = call.get("name"), dict(call.get("args") or {})
-        if name == "run_code_in_env":
+        if name == CODE_TOOL:
             seen += 1
             if seen > kept_tests:
                 notes.append(f"dropped code test {seen}: {left} env steps are left for {code_calls} tests")
@@ -84,11 +85,13 @@ def fit_calls_to_budget(calls: list[dict], left: int) -> tuple[list[dict], list[
             if asked is not None and asked > share:
                 args["max_steps"] = share
                 notes.append(f"code test {seen}: max_steps {asked} -> {share} (its share of {left} steps left)")
-        elif name in ("configure_rl", "train_ppo") and isinstance(args.get("rl_config"), dict):
+        elif name in (CONFIGURE_TOOL, TRAIN_TOOL) and isinstance(args.get("rl_config"), dict):
             config = dict(args["rl_config"])
             ppo = config.get("ppo", {})
             if isinstance(ppo, dict):
-                asked = _as_int(ppo.get("total_steps", _default_total_steps()))
+                from rl.ppo import PPOSettings  # torch: loaded only for a training call
+
+                asked = _as_int(ppo.get("total_steps", PPOSettings.total_steps))
                 if asked is not None and asked > left:
                     config["ppo"] = {**ppo, "total_steps": left}
                     args["rl_config"] = config
@@ -102,11 +105,3 @@ def _as_int(value: Any) -> int | None:
         return int(value)
     except (TypeError, ValueError):
         return None
-
-
-def _default_total_steps() -> int:
-    import dataclasses
-
-    from rl.ppo import PPOSettings
-
-    return next(f.default for f in dataclasses.fields(PPOSettings) if f.name == "total_steps")

@@ -81,7 +81,7 @@ def reuse_skill(settings: Any, subtask: str) -> dict | None:
     return record
 
 
-def needed_before(subtask: str, earlier: list[str]) -> list[str]:
+def needed_before(subtask: str | None, earlier: list[str]) -> list[str]:
     """The earlier subtasks that `subtask` depends on, in plan order.
 
     A subtask's code test and its RL prefix replay only what it needs: a furnace needs no iron, and
@@ -91,7 +91,7 @@ def needed_before(subtask: str, earlier: list[str]) -> list[str]:
     from envs.tasks import TASKS
     from nodes.recipes import backward_chain
 
-    known = TASKS.get(subtask)
+    known = TASKS.get(subtask) if subtask else None
     if known is None or known.achievement is None:
         return list(earlier)
     closure = set(backward_chain(subtask))
@@ -106,7 +106,7 @@ def prior_sources(state: dict) -> list[dict]:
     index = state.get("subtask_index", 0)
     current = plan[index]["name"] if index < len(plan) else None
     earlier = [sub["name"] for sub in plan[:index]]
-    needed = set(needed_before(current, earlier)) if current else set(earlier)
+    needed = set(needed_before(current, earlier))
     for sub in plan[:index]:
         rec = (state.get("skills") or {}).get(sub["name"])
         if rec is None or sub["name"] not in needed:

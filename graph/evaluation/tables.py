@@ -113,8 +113,7 @@ class Runner:
     def pure_rl(self, task: str, budget: int, coded: bool = False) -> dict:
         c = self.cfg
         name = "rl_with_code" if coded else "pure_rl"
-        version = (f"r{RULES_VERSION}",) if coded else ()
-        key = cell_key(name, task, f"b{budget}", f"e{c.episodes}", f"s{c.seed}", *version, *c.mode_key())
+        key = cell_key(name, task, f"b{budget}", f"e{c.episodes}", f"s{c.seed}", *_rules_key(coded), *c.mode_key())
         sources = list(_coded(task).values()) if coded else None
         return self.cell(f"{METHOD_LABELS[name]} on {task}, budget {budget:,}", key, lambda: methods.run_pure_rl(
             task, budget, c.episodes, c.work / key, seed=c.seed, coded_sources=sources, vector_mode=c.vector_mode,
@@ -125,6 +124,11 @@ class Runner:
         key = cell_key("pure_code", task, f"e{c.episodes}", f"s{c.seed}", f"c{c.test_episodes}", f"r{RULES_VERSION}")
         return self.cell(f"pure code on {task}", key, lambda: methods.run_pure_code(
             task, c.episodes, test_episodes=c.test_episodes, seed=c.seed, log=self.log))
+
+
+def _rules_key(coded: bool) -> tuple[str, ...]:
+    """Cache-key part of a PPO cell: the rules version when coded actions are in its head, none on primitives."""
+    return (f"r{RULES_VERSION}",) if coded else ()
 
 
 def _coded(task: str) -> dict[str, str]:
@@ -278,9 +282,8 @@ def crafter_cells(run: Runner) -> dict[str, dict]:
     steps = c.crafter_episode_steps
     out = {}
     for name, coded in (("rl_with_code", True), ("pure_rl", False)):
-        version = (f"r{RULES_VERSION}",) if coded else ()
-        key = cell_key("crafter", name, f"b{c.budget}", f"e{c.episodes}", f"s{c.seed}", f"l{steps}", *version,
-                       *c.mode_key())
+        key = cell_key("crafter", name, f"b{c.budget}", f"e{c.episodes}", f"s{c.seed}", f"l{steps}",
+                       *_rules_key(coded), *c.mode_key())
 
         def compute(name=name, coded=coded, key=key) -> dict:
             start = time.time()
