@@ -8,9 +8,17 @@ ARGS   ?=
 TORCH  ?= torch==2.13.0
 STAMP  := $(VENV)/.rlgpt-installed
 
-.PHONY: setup run test test-fast draw bench clean
+.PHONY: setup system-deps run test test-fast test-unprivileged draw bench clean
 
-setup: $(STAMP)
+setup: $(STAMP) system-deps
+
+# bubblewrap gives the sandbox its namespaces (docs/security.md); as root it is installed, otherwise
+# agent code runs with the other layers and the run says which one is missing.
+system-deps:
+	@command -v bwrap >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null; \
+	  else echo "note: install bubblewrap (bwrap) to run agent code in namespaces (docs/security.md)"; fi; }
 
 $(STAMP): pyproject.toml
 	@command -v python3 >/dev/null || { echo "python3 (3.10 or newer) is required"; exit 1; }
@@ -24,10 +32,15 @@ $(STAMP): pyproject.toml
 run: setup
 	$(PY) -m graph.run "$(TASK)" $(ARGS)
 
-# The whole suite, including the integration test against a local llama.cpp server (built once).
+# The whole suite, including the integration test against a local llama.cpp server (built once),
+# then the sandbox's tests again as the unprivileged user nobody (when run as root, as in CI).
 test: setup
 	bash .ci/install_llm.sh $(VENV)
 	$(PY) -m pytest -q $(ARGS)
+	bash .ci/test_unprivileged.sh
+
+test-unprivileged: setup
+	bash .ci/test_unprivileged.sh $(ARGS)
 
 # Everything but the real-LLM integration test (no llama.cpp build).
 test-fast: setup

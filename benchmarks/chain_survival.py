@@ -22,6 +22,7 @@ from envs.crafter_env import CrafterEnv
 from envs.seeds import train_seeds
 from graph.evaluation.coded import chain_of, coded_actions_for
 from graph.evaluation.heldout import play_code_episode
+from sandbox import AgentCode
 from prompts.fewshot import chain_source, example_sources
 
 TASK = "collect_diamond"
@@ -51,11 +52,12 @@ def play(stay_alive: str, seeds: list[int]) -> dict:
     program = chain_source(sources, chain_of(TASK), 10_000)
     env = CrafterEnv(task=TASK, obs_kind="symbolic", reward="task")
     reached, causes, steps, start = Counter(), Counter(), 0, time.perf_counter()
-    for seed in seeds:
-        env.reset(seed=seed)
-        steps += play_code_episode(env, program, "main", 10_000)
-        reached.update(env.game.achievements)
-        causes[_death_cause(env) if env.game.health <= 0 else "alive at the end"] += 1
+    with AgentCode([program]) as code:
+        for seed in seeds:
+            env.reset(seed=seed)
+            steps += play_code_episode(env, code, "main", 10_000)
+            reached.update(env.game.achievements)
+            causes[_death_cause(env) if env.game.health <= 0 else "alive at the end"] += 1
     return {"reached": reached, "causes": causes, "mean_steps": steps / len(seeds),
             "wall_s": time.perf_counter() - start}
 

@@ -5,28 +5,25 @@
         ...
         yield "place_table"
 
-`execute` drives one call inside an environment, one primitive step per yielded action name, and
-returns what the call did: steps, (discounted) reward, and the error with the line in the agent's
-code when it raised. Both the sandboxed code runner and the PPO option wrapper use it.
+Two halves, which the sandbox puts on the two sides of its boundary:
+- `CallStepper` advances one call's generator and answers with the next action name, the end of the
+  call or the agent's error (with its line). It runs next to the code: in the sandbox process for
+  agent-written code (`sandbox.child`), in-process for the project's own callables (`LocalActions`).
+- `run_option` is the trusted loop around it: it steps the environment once per action name, counts
+  every primitive step, enforces the step limit and sums the (discounted) reward. The code never holds
+  the environment, so it cannot step it uncounted or change what the step returns.
 """
 
 from __future__ import annotations
 
 import inspect
-import signal
-import threading
 import traceback
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 AGENT_CODE_FILENAME = "<agent-code>"  # the filename agent source is compiled under
 DEFAULT_MAX_STEPS = 200
-DEFAULT_STEP_TIMEOUT_S = 2.0  # wall-clock limit for the code between two yields
-
-
-class CodedActionTimeout(Exception):
-    """The agent's code ran too long without yielding an action."""
+DEFAULT_STEP_TIMEOUT_S = 2.0  # wall-clock limit for the code between two yields (the sandbox enforces it)
 
 
 @dataclass
@@ -79,7 +76,10 @@ def as_coded_action(fn: Callable, source: str | None = None) -> CodedAction:
 def describe_agent_error(exc: BaseException, source: str | None = None) -> str:
     """'line N in fn: Type: message' pointing at the deepest frame of the agent's own code."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == AGENT_CODE_FILENAME]
-    text = f"{type(exc).__name__}: {exc}"
+    try:
+        text = f"{type(exc).__name__}: {exc}"
+    except Exception:  # the agent's own exception type may break its text on purpose
+        text = f"{type(exc).__name__} (its message could not be shown)"
     if not frames:
         return text
     frame = frames[-1]
@@ -91,24 +91,25 @@ def describe_agent_error(exc: BaseException, source: str | None = None) -> str:
     return f"{where}: {text}"
 
 
-@contextmanager
-def _time_limit(seconds: float | None):
-    """Raise CodedActionTimeout in the agent's code after `seconds` (main thread only, POSIX)."""
-    usable = seconds and hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
-    if not usable:
-        yield
-        return
+@dataclass(frozen=True)
+class ActionSpec:
+    """What the trusted side knows of a coded action: plain data, no code."""
 
-    def on_alarm(signum, frame):
-        raise CodedActionTimeout(f"no action yielded within {seconds:g} s (endless loop?)")
+    name: str
+    max_steps: int = DEFAULT_MAX_STEPS
+    has_precondition: bool = False
+    doc: str = ""
+    declared_max_steps: bool = False  # @coded_action(max_steps=...) was given, not the default
 
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+
+def spec_of(action: CodedAction) -> ActionSpec:
+    return ActionSpec(action.name, action.max_steps, action.precondition is not None, action.doc,
+                      "max_steps" in vars(action.fn))
+
+
+# A step of a call, as the code's side reports it: ("act", name) | ("end", None) | ("error", text)
+# | ("precondition", text): the precondition was false or raised, nothing ran.
+Reply = tuple[str, Any]
 
 
 def check_precondition(action: CodedAction, game) -> tuple[bool, str | None]:
@@ -116,63 +117,141 @@ def check_precondition(action: CodedAction, game) -> tuple[bool, str | None]:
     if action.precondition is None:
         return True, None
     try:
-        with _time_limit(DEFAULT_STEP_TIMEOUT_S):
-            return bool(action.precondition(game)), None
+        return bool(action.precondition(game)), None
     except Exception as exc:  # agent code: any failure is reported, never raised
         return False, f"precondition of {action.name}: {describe_agent_error(exc, action.source)}"
 
 
-def execute(env, action: CodedAction, gamma: float = 0.99, on_step: Callable | None = None,
-            max_steps: int | None = None, step_timeout_s: float | None = DEFAULT_STEP_TIMEOUT_S) -> OptionOutcome:
-    """Run one call of a coded action in `env` (a CrafterEnv or a wrapper exposing `.game`)."""
-    outcome = OptionOutcome()
-    game = env.game
-    ok, error = check_precondition(action, game)
-    if not ok:
-        outcome.precondition_failed = True
-        outcome.error = error
-        return outcome
-    index = {name: i for i, name in enumerate(env.primitive_actions)}
-    limit = max_steps if max_steps is not None else action.max_steps  # the caller's limit wins
-    try:
-        with _time_limit(step_timeout_s):
+class CallStepper:
+    """Runs calls of coded actions one yielded action at a time, next to the code (see module docstring)."""
+
+    def __init__(self, actions: list[CodedAction]):
+        self.actions = {a.name: a for a in actions}
+        self._generator = None
+        self._action: CodedAction | None = None
+
+    def begin(self, name: str, game) -> Reply:
+        self.finish()
+        action = self.actions.get(name)
+        if action is None:
+            return "error", f"no coded action named {name!r}; there are: {', '.join(self.actions)}"
+        ok, error = check_precondition(action, game)
+        if not ok:
+            return "precondition", error or f"precondition of {name} is false: the action cannot run here"
+        try:
             generator = action.fn(game)
-    except Exception as exc:
-        outcome.error = describe_agent_error(exc, action.source)
-        return outcome
-    if not inspect.isgenerator(generator):
-        outcome.error = f"{action.name} must be a generator function that yields action names"
-        return outcome
-    discount = 1.0
-    try:
-        while outcome.steps < limit:
+        except Exception as exc:
+            return "error", describe_agent_error(exc, action.source)
+        if not inspect.isgenerator(generator):
+            return "error", f"{name} must be a generator function that yields action names"
+        self._generator, self._action = generator, action
+        return self.advance()
+
+    def advance(self) -> Reply:
+        """The call's next action name, after the game API has seen the last step's observation."""
+        if self._generator is None:
+            return "end", None
+        try:
+            name = next(self._generator)
+        except StopIteration:
+            self._generator = None
+            return "end", None
+        except Exception as exc:  # agent code raised: the call stops, the episode goes on
+            self._generator = None
+            return "error", describe_agent_error(exc, self._action.source if self._action else None)
+        if not isinstance(name, str):
+            self.finish()
+            return "error", f"{self._action_name()} yielded a {type(name).__name__}; yield action names (strings)"
+        return "act", name
+
+    def finish(self) -> None:
+        generator, self._generator = self._generator, None
+        if generator is not None:
             try:
-                with _time_limit(step_timeout_s):
-                    name = next(generator)
-            except StopIteration:
+                generator.close()
+            except Exception:  # a misbehaving `finally` in agent code must not escape either
+                pass
+
+    def mask(self, game) -> list[bool]:
+        return [check_precondition(a, game)[0] for a in self.actions.values()]
+
+    def _action_name(self) -> str:
+        return self._action.name if self._action else "the coded action"
+
+
+class ActionDriver(Protocol):
+    """What run_option needs from the side that holds the code (LocalActions or sandbox.AgentCode)."""
+
+    def begin(self, name: str, game) -> Reply: ...
+    def advance(self, game) -> Reply: ...
+    def finish(self) -> None: ...
+
+
+class LocalActions:
+    """The project's own coded actions (Python callables, trusted) driven in this process.
+
+    Agent-written source never comes here: it is loaded only inside the sandbox (sandbox.AgentCode)."""
+
+    def __init__(self, actions: list[CodedAction]):
+        self._stepper = CallStepper(actions)
+        self.specs = [spec_of(a) for a in actions]
+
+    def begin(self, name: str, game) -> Reply:
+        return self._stepper.begin(name, game)
+
+    def advance(self, game) -> Reply:
+        return self._stepper.advance()
+
+    def finish(self) -> None:
+        self._stepper.finish()
+
+    def mask(self, game) -> list[bool]:
+        return self._stepper.mask(game)
+
+    def execute(self, env, name: str, **kwargs) -> OptionOutcome:
+        return run_option(env, self, name, **kwargs)
+
+
+def run_option(env, driver: ActionDriver, name: str, gamma: float = 0.99, on_step: Callable | None = None,
+               max_steps: int = DEFAULT_MAX_STEPS) -> OptionOutcome:
+    """Run one call of coded action `name` in `env` (an env exposing `.game` and `.primitive_actions`).
+
+    The trusted loop: one env step per action name the driver answers, every step counted here."""
+    outcome = OptionOutcome()
+    index = {action: i for i, action in enumerate(env.primitive_actions)}
+    kind, value = driver.begin(name, env.game)
+    try:
+        while kind == "act":
+            if value not in index:
+                kind, value = "error", (f"{name} yielded {value!r}; expected one of the {len(index)} action "
+                                        f"names: {', '.join(index)}")
                 break
-            except Exception as exc:  # agent code raised: stop the call, keep the episode
-                outcome.error = describe_agent_error(exc, action.source)
+            if outcome.steps >= max_steps:
                 break
-            if not isinstance(name, str) or name not in index:
-                outcome.error = (f"{action.name} yielded {name!r}; expected one of the "
-                                 f"{len(index)} action names: {', '.join(index)}")
-                break
-            obs, reward, terminated, truncated, info = env.step(index[name])
+            obs, reward, terminated, truncated, info = env.step(index[value])
             outcome.obs, outcome.info = obs, info
             outcome.reward += reward
-            outcome.discounted_reward += discount * reward
-            discount *= gamma
+            outcome.discounted_reward += gamma ** outcome.steps * reward
             outcome.steps += 1
-            outcome.actions.append(name)
+            outcome.actions.append(value)
             outcome.terminated, outcome.truncated = terminated, truncated
             if on_step is not None:
-                on_step(name, obs, reward, info)
-            if terminated or truncated:
+                on_step(value, obs, reward, info)
+            if terminated or truncated or outcome.steps >= max_steps:
                 break
+            kind, value = driver.advance(env.game)
     finally:
-        try:
-            generator.close()
-        except Exception:  # a misbehaving `finally` in agent code must not escape either
-            pass
+        driver.finish()
+    if kind == "precondition":
+        outcome.precondition_failed = True
+        outcome.error = value
+    elif kind == "error":
+        outcome.error = value
     return outcome
+
+
+def execute(env, action: CodedAction, gamma: float = 0.99, on_step: Callable | None = None,
+            max_steps: int | None = None) -> OptionOutcome:
+    """One call of a trusted, in-process coded action (tests, benchmarks of the game API)."""
+    limit = max_steps if max_steps is not None else action.max_steps
+    return run_option(env, LocalActions([action]), action.name, gamma=gamma, on_step=on_step, max_steps=limit)

@@ -11,13 +11,14 @@ Coded actions are generators that yield primitive action names; the helpers that
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections import deque
-from typing import Iterator
+from typing import Any, Iterator
 
-import crafter.constants as crafter_constants
 import numpy as np
 
+from envs import rules
 from envs.observation import (
     CREATURES, DIRECTIONS, MATERIAL_IDS, MATERIAL_NAMES, MOVE_FOR_DIRECTION, UNKNOWN,
     VIEW_RADIUS_X, VIEW_RADIUS_Y, WALKABLE, PlayerObservation,
@@ -25,12 +26,14 @@ from envs.observation import (
 
 # Recipe facts from Crafter's own data (data.yaml), which a player learns from the game's manual.
 MAKE_RECIPES: dict[str, tuple[dict[str, int], tuple[str, ...]]] = {
-    item: (dict(info["uses"]), tuple(info["nearby"])) for item, info in crafter_constants.make.items()}
+    item: (dict(info["uses"]), tuple(info["nearby"])) for item, info in rules.MAKE.items()}
 PLACE_RECIPES: dict[str, tuple[dict[str, int], tuple[str, ...]]] = {
-    item: (dict(info["uses"]), tuple(info["where"])) for item, info in crafter_constants.place.items()}
+    item: (dict(info["uses"]), tuple(info["where"])) for item, info in rules.PLACE.items()}
 COLLECT_REQUIRES: dict[str, dict[str, int]] = {
-    material: dict(info["require"]) for material, info in crafter_constants.collect.items()}
+    material: dict(info["require"]) for material, info in rules.COLLECT.items()}
 
+_SYNC_WINDOW = 1024  # observations a mirror may lag behind and still catch up step by step
+_instances = itertools.count(1)
 _MEMORY_RADIUS = 80  # the world is 64x64, so odometry never leaves [-64, 64]
 _SHELTER_SIZE = 2  # walkable tiles a shelter may hold: the pocket the player can seal from inside
 # Tiles that do not wall a shelter in: what zombies walk on, what was never seen, and lava (arrows fly over it).
@@ -43,13 +46,19 @@ Pos = tuple[int, int]
 class GameAPI:
     """Read-only view of the game for coded actions. See the module docstring."""
 
-    __slots__ = ("_obs", "_memory", "_rng", "_cows")
+    __slots__ = ("_obs", "_memory", "_rng", "_cows", "_seed", "_identity", "_episode", "_version", "_recent")
 
     def __init__(self, seed: int = 0):
         self._obs: PlayerObservation | None = None
         self._memory = np.zeros((2 * _MEMORY_RADIUS + 1,) * 2, dtype=np.uint8)
         self._rng = random.Random(seed)
         self._cows: set[Pos] = set()  # where cows were last seen: food the player can walk back to
+        # What a mirror of this API (the sandbox's copy) needs to catch up: see _catch_up.
+        self._seed = seed
+        self._identity = next(_instances)
+        self._episode = 0
+        self._version = 0
+        self._recent: deque[PlayerObservation] = deque(maxlen=_SYNC_WINDOW)
 
     # -- fed by the environment (private: agent code cannot reach names starting with "_") --
 
@@ -57,10 +66,16 @@ class GameAPI:
         self._memory[:] = 0
         self._rng = random.Random(seed)
         self._cows = set()
+        self._seed = seed
+        self._episode += 1
+        self._version = 0
+        self._recent.clear()
         self._observe(obs)
 
     def _observe(self, obs: PlayerObservation) -> None:
         self._obs = obs
+        self._version += 1
+        self._recent.append(obs)
         x, y = obs.pos
         x0, y0 = x - VIEW_RADIUS_X + _MEMORY_RADIUS, y - VIEW_RADIUS_Y + _MEMORY_RADIUS
         patch = obs.materials
@@ -68,6 +83,45 @@ class GameAPI:
         in_view = {c for c in self._cows if abs(c[0] - x) <= VIEW_RADIUS_X and abs(c[1] - y) <= VIEW_RADIUS_Y}
         self._cows -= in_view  # what is in view now replaces what was remembered there
         self._cows |= {(x + dx, y + dy) for name, dx, dy in obs.creatures if name == "cow"}
+
+    # -- keeping a mirror in step (the trusted side feeds the sandbox's copy) --
+
+    def _sync_point(self) -> tuple[int, int, int]:
+        """Which state this is: (this API, its episode, observations seen in the episode)."""
+        return (self._identity, self._episode, self._version)
+
+    def _catch_up(self, point: tuple[int, int, int] | None) -> dict[str, Any] | None:
+        """What a mirror that was at `point` needs to be at this state; None when it is there already.
+
+        {"observe": [...]} the observations it missed in this episode; {"reset": seed, "observe": [...]}
+        the whole episode so far; or, when that is longer than the window, {"state": ...} the memory map.
+        """
+        if self._obs is None:
+            raise RuntimeError("the game has not been reset yet")
+        if point == self._sync_point():
+            return None
+        missed = None if point is None or point[:2] != (self._identity, self._episode) else self._version - point[2]
+        if missed is not None and 0 < missed <= len(self._recent):
+            return {"observe": list(self._recent)[-missed:]}
+        if self._version <= len(self._recent):
+            return {"reset": self._seed, "observe": list(self._recent)}
+        return {"state": {"seed": self._seed, "memory": self._memory.tobytes().hex(),
+                          "cows": sorted(self._cows)}, "observe": [self._obs]}
+
+    def _apply(self, update: dict[str, Any]) -> None:
+        """The mirror's side of _catch_up (observations already decoded)."""
+        observations = update["observe"]
+        if "state" in update:
+            state = update["state"]
+            self._reset(observations[0], seed=int(state["seed"]))
+            self._memory[:] = np.frombuffer(bytes.fromhex(state["memory"]), dtype=np.uint8).reshape(self._memory.shape)
+            self._cows = {(int(x), int(y)) for x, y in state["cows"]}
+            return
+        if "reset" in update:
+            self._reset(observations[0], seed=int(update["reset"]))
+            observations = observations[1:]
+        for obs in observations:
+            self._observe(obs)
 
     def _current(self) -> PlayerObservation:
         if self._obs is None:

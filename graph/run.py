@@ -18,6 +18,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any, Sequence
 
+from sandbox.host import MODE_ENV as SANDBOX_MODE_ENV, MODES as SANDBOX_MODES
 from graph.settings import (VECTOR_MODE_CHOICES, RunSettings, SettingsError, list_run_ids, load_run_settings,
                             make_settings, save_settings)
 
@@ -89,6 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="continue a stopped run from its last finished node, with its saved settings")
     p.add_argument("--list-runs", action="store_true", help="list the runs in the output folder and exit")
     p.add_argument("--no-live", action="store_true", help="plain log lines instead of the live display")
+    p.add_argument("--sandbox", choices=SANDBOX_MODES, default=None,
+                   help="'strict' refuses to run agent code unless every isolation layer is available "
+                        "(namespaces, unprivileged, rlimits, seccomp); 'default' goes on with those the "
+                        "machine has and says which are missing (docs/security.md)")
     return p
 
 
@@ -347,6 +352,8 @@ def list_runs(out_dir: Path) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.sandbox:  # read by every sandbox start, in this process and in PPO's worker processes
+        os.environ[SANDBOX_MODE_ENV] = args.sandbox
     try:
         if args.list_runs:
             return list_runs(args.out_dir or Path("runs"))

@@ -14,6 +14,7 @@ from typing import Any
 
 from envs.seeds import eval_seeds
 from envs.tasks import TASKS
+from sandbox import AgentCode, CodeRejected
 from nodes.limits import knob, skill_threshold
 from nodes.skills_io import skill_from_best
 
@@ -27,8 +28,6 @@ class _ChainStep:
         self.achievement = TASKS[subtask].achievement or subtask
         self.kind = record["kind"]
         if self.kind == "code":
-            from tools.sandbox import load_coded_actions
-
             source = "\n\n".join(record.get("sources") or [])
             entry = record.get("entry")
             if pool and entry and entry != "main" and entry in pool:
@@ -41,11 +40,12 @@ class _ChainStep:
                 steps = [name for name in (earlier or []) if name in pool] + [entry]
                 entry = f"play_{subtask}"
                 source = chain_as_action(pool, steps, TASKS[subtask].max_steps, entry, after=later or ())
-            actions = load_coded_actions(source)
-            chosen = [a for a in actions if a.name == entry] or actions[-1:]
-            if not chosen:
-                raise ValueError(f"coded skill for {subtask} defines no coded action")
-            self.action = chosen[0]
+            self.source = source
+            try:
+                self.code = AgentCode([source])  # one sandbox process plays this skill in every episode
+            except CodeRejected as exc:
+                raise ValueError(f"coded skill for {subtask} does not load: {exc}") from exc
+            self.entry = entry if entry in self.code.names else self.code.names[-1]
         else:
             from rl.policy_skill import PolicySkill
 
@@ -56,12 +56,13 @@ class _ChainStep:
     def run(self, env, max_steps: int) -> tuple[int, bool, str | None]:
         """(steps, episode ended, error) of running this skill from the env's current state."""
         if self.kind == "code":
-            from envs.coded import execute
-
-            out = execute(env, self.action, max_steps=max_steps)
+            out = self.code.execute(env, self.entry, max_steps=max_steps)
             return out.steps, out.terminated or out.truncated, out.error
         run = self.policy.run(env, max_steps=max_steps, until=lambda ach, inv: self.achievement in ach)
         return run.steps, run.ended, None
+
+    def close(self) -> None:
+        (self.code if self.kind == "code" else self.policy).close()
 
 
 def _load_chain(plan: list[dict], skills: dict[str, dict], seed: int) -> list[_ChainStep]:
@@ -97,24 +98,28 @@ def evaluate_chain(task: str, plan: list[dict], skills: dict[str, dict], episode
     seeds = eval_seeds(episodes)
     successes, total_steps, reached, errors = 0, 0, {s.subtask: 0 for s in chain}, []
     start = time.time()
-    for world in seeds:
-        env.reset(seed=world)
-        steps, ended = 0, False
-        for step in chain:
-            if step.achievement in env.game.achievements:
+    try:
+        for world in seeds:
+            env.reset(seed=world)
+            steps, ended = 0, False
+            for step in chain:
+                if step.achievement in env.game.achievements:
+                    reached[step.subtask] += 1
+                    continue
+                used, ended, error = step.run(env, max_steps=max(env.max_steps - steps, 1))
+                steps += used
+                if error and len(errors) < 5:
+                    errors.append(f"seed {world}, {step.subtask}: {error}")
+                if step.achievement not in env.game.achievements:
+                    break
                 reached[step.subtask] += 1
-                continue
-            used, ended, error = step.run(env, max_steps=max(env.max_steps - steps, 1))
-            steps += used
-            if error and len(errors) < 5:
-                errors.append(f"seed {world}, {step.subtask}: {error}")
-            if step.achievement not in env.game.achievements:
-                break
-            reached[step.subtask] += 1
-            if ended:
-                break
-        successes += int(target.is_success(set(env.game.achievements)))
-        total_steps += steps
+                if ended:
+                    break
+            successes += int(target.is_success(set(env.game.achievements)))
+            total_steps += steps
+    finally:
+        for step in chain:
+            step.close()
     low, high = wilson_interval(successes, episodes)
     return {"ran": True, "task": task, "episodes": episodes, "successes": successes,
             "success_rate": successes / episodes, "ci95": [round(low, 4), round(high, 4)],

@@ -1,62 +1,54 @@
-"""Turning agent-written source (coded actions, reward shaping) into callables, under the sandbox rules.
+"""Agent-written sources in an RL configuration (coded actions, reward shaping), behind the sandbox.
 
-This is the one seam between rl/ and tools.sandbox: every source string is checked by
-``tools.sandbox.check_source`` and compiled with restricted builtins before the PPO workers run it.
+The configuration's validators only lint (`check_config_sources`: no code runs in this process); the
+code itself is loaded and run only in a sandbox process (`agent_code`), one per environment, which
+serves the coded actions' calls, their preconditions and the shaping function for every episode.
 """
 from __future__ import annotations
 
-import math
-from typing import Any, Callable
+from sandbox import AgentCode, CodeRejected, SandboxLimits, UnsafeCodeError, check_source
+from sandbox.lint import coded_action_names
 
-# The shaping function is pure arithmetic over two snapshots: these builtins are all it needs.
-SHAPING_BUILTINS: dict[str, Any] = {
-    name: __builtins__[name] if isinstance(__builtins__, dict) else getattr(__builtins__, name)
-    for name in ("abs", "min", "max", "sum", "len", "float", "int", "bool", "range", "dict", "list", "set",
-                 "tuple", "sorted", "round", "enumerate", "zip", "any", "all", "isinstance", "str")
-}
+SHAPING_HINT = "shaping code must define `def shaping(prev, curr): return <float>`"
 
 
-def _sandbox():
-    try:
-        import tools.sandbox as sandbox
-    except ImportError as exc:  # pragma: no cover - only while tools/sandbox.py is missing
-        raise RuntimeError("tools.sandbox is not available, so agent-written code cannot be checked; "
-                           f"install the full rlgpt package ({exc})") from exc
-    return sandbox
-
-
-def load_sources(sources: list[str]) -> list:
-    """All coded actions defined by the given sources, in order. Errors name the failing source."""
-    if not sources:
-        return []
-    sandbox = _sandbox()
-    actions = []
+def check_config_sources(sources: list[str]) -> list[str]:
+    """Lint every coded-action source; their coded-action names, in order. ValueError names the source."""
+    names: list[str] = []
     for i, src in enumerate(sources):
         if not isinstance(src, str) or not src.strip():
             raise ValueError(f"coded_actions[{i}] is empty: give the Python source of a generator function")
         try:
-            found = sandbox.load_coded_actions(src)
-        except Exception as exc:
+            check_source(src)
+        except UnsafeCodeError as exc:
             raise ValueError(f"coded_actions[{i}] cannot be loaded: {exc}") from exc
+        found = coded_action_names(src)
         if not found:
             raise ValueError(f"coded_actions[{i}] defines no coded action: write `def name(game): ... yield \"do\"`")
-        actions.extend(found)
-    return actions
+        names += found
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"coded action names must be unique, repeated: {', '.join(dupes)}")
+    return names
 
 
-def compile_shaping(source: str) -> Callable[[dict, dict], float]:
-    """Compile ``def shaping(prev, curr) -> float`` with restricted builtins; ValueError on any problem."""
-    sandbox = _sandbox()
+def check_shaping(source: str) -> None:
+    """Lint the shaping source and check that it defines `shaping`; ValueError otherwise."""
     try:
-        sandbox.check_source(source)
-    except Exception as exc:
+        check_source(source)
+    except UnsafeCodeError as exc:
         raise ValueError(f"shaping code is not allowed: {exc}") from exc
-    namespace: dict[str, Any] = {"__builtins__": dict(SHAPING_BUILTINS), "math": math}
+    if "shaping" not in coded_action_names(source, generators=False):
+        raise ValueError(SHAPING_HINT)
+
+
+def agent_code(sources: list[str], shaping: str | None = None,
+               limits: SandboxLimits | None = None) -> AgentCode | None:
+    """The sandbox process serving these sources (None when there is nothing to run). ValueError when the
+    code does not load (its top level failed, or it breaks a rule), with the reason."""
+    if not sources and not shaping:
+        return None
     try:
-        exec(compile(source, "<shaping>", "exec"), namespace)  # checked above; builtins restricted
-    except Exception as exc:
-        raise ValueError(f"shaping code fails to run: {type(exc).__name__}: {exc}") from exc
-    fn = namespace.get("shaping")
-    if not callable(fn):
-        raise ValueError("shaping code must define `def shaping(prev, curr): return <float>`")
-    return fn
+        return AgentCode(list(sources), shaping=shaping, limits=limits)
+    except CodeRejected as exc:
+        raise ValueError(f"the agent's code cannot be loaded: {exc}") from exc

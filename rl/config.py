@@ -7,6 +7,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
+from rl.coded_sources import agent_code, check_config_sources, check_shaping
 from rl.ppo import PPOSettings, settings_docs
 
 # Sane bounds for every PPO setting an agent may choose: (ge, le) for numbers, allowed values for strings.
@@ -91,20 +92,13 @@ class RLConfig(BaseModel):
     def _check_shaping(cls, value: Optional[str]) -> Optional[str]:
         if value is None or not value.strip():
             return None
-        from rl.coded_sources import compile_shaping
-
-        compile_shaping(value)  # raises ValueError with the reason
+        check_shaping(value)  # the lint: no agent code runs while a config is validated
         return value
 
     @field_validator("coded_actions")
     @classmethod
     def _check_coded(cls, value: list[str]) -> list[str]:
-        from rl.coded_sources import load_sources
-
-        names = [a.name for a in load_sources(value)]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"coded action names must be unique, repeated: {', '.join(dupes)}")
+        check_config_sources(value)
         return value
 
     @model_validator(mode="after")
@@ -118,9 +112,16 @@ class RLConfig(BaseModel):
         return PPOSettings(**{**self.ppo.model_dump(), **overrides})
 
     def coded_action_names(self) -> list[str]:
-        from rl.coded_sources import load_sources
+        return check_config_sources(self.coded_actions)
 
-        return [a.name for a in load_sources(self.coded_actions)]
+    def load_in_sandbox(self) -> None:
+        """Run the sources' top level in a sandbox process once: ValueError with the agent's error if it fails
+        or defines other actions than its syntax shows."""
+        code = agent_code(self.coded_actions, self.shaping)
+        if code is not None:
+            with code:
+                if code.names != self.coded_action_names():
+                    raise ValueError(f"coded_actions define {code.names} when run, not {self.coded_action_names()}")
 
 
 def config_error_message(exc: Exception) -> str:

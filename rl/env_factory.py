@@ -33,7 +33,8 @@ def snapshot(info: dict) -> dict:
 
 
 class RewardShaping(GameForwarding):
-    """Adds ``shaping(prev, curr)`` to every primitive step's reward. A raising shaping function is a
+    """Adds ``shaping(prev, curr)`` to every primitive step's reward; the function runs in the sandbox
+    (``shaping_fn`` is ``AgentCode.shape``, or a trusted callable in tests). A raising shaping function is a
     configuration error, so it is reported with the step and stops training instead of being hidden."""
 
     def __init__(self, env: gym.Env, shaping_fn):
@@ -52,7 +53,8 @@ class RewardShaping(GameForwarding):
         try:
             bonus = float(self._fn(self._prev, curr))
         except Exception as exc:
-            raise RuntimeError(f"the shaping function raised {type(exc).__name__}: {exc}") from exc
+            raise RuntimeError(f"the shaping function failed at episode step {info.get('episode_steps')}: "
+                               f"{exc}") from exc
         if not np.isfinite(bonus):
             raise RuntimeError(f"the shaping function returned {bonus}; it must return a finite float")
         self._prev = curr
@@ -128,7 +130,7 @@ def build_crafter_env(config_json: str, gamma: float,
     """The training env stack for a config. ``seeds`` = (index, num_envs, run seed) adds TrainingSeeds;
     ``keep_info`` keeps the full info dict (evaluation and skills want achievements, inventory)."""
     from envs.crafter_env import CrafterEnv
-    from rl.coded_sources import compile_shaping, load_sources
+    from rl.coded_sources import agent_code
     from rl.config import RLConfig
     from rl.options import CodedActionsWrapper
 
@@ -137,14 +139,28 @@ def build_crafter_env(config_json: str, gamma: float,
                               reward=cfg.reward)
     if cfg.reward == "crafter" and cfg.terminate_on_success:
         env = SuccessTermination(env)
+    code = agent_code(cfg.coded_actions, cfg.shaping)  # one sandbox process serves this env's agent code
+    if code is not None:
+        env = ClosesWith(env, code)
     if cfg.shaping:
-        env = RewardShaping(env, compile_shaping(cfg.shaping))
+        env = RewardShaping(env, code.shape)
     if seeds is not None:
         env = TrainingSeeds(env, *seeds)
-    coded = load_sources(cfg.coded_actions)
-    if coded:
-        env = CodedActionsWrapper(env, coded, gamma)
+    if cfg.coded_actions:
+        env = CodedActionsWrapper(env, code, gamma)
     return env if keep_info else TrainerInfo(env)
+
+
+class ClosesWith(GameForwarding):
+    """Stops the env's sandbox process when the env is closed."""
+
+    def __init__(self, env: gym.Env, resource):
+        super().__init__(env)
+        self._resource = resource
+
+    def close(self):
+        self._resource.close()
+        super().close()
 
 
 @dataclass

@@ -51,11 +51,14 @@ def evaluate_policy(path: str | Path, episodes: int = 20, deterministic: bool = 
     env = CrafterEnv(task=cfg.task, obs_kind=cfg.obs_kind, max_steps=cfg.max_episode_steps, reward="task")
     seeds = eval_seeds(episodes, offset=seed_offset)
     successes, steps = 0, []
-    for seed in seeds:
-        obs, _ = env.reset(seed=seed)
-        run = skill.run(env, obs=obs, max_steps=env.max_steps)
-        successes += int(run.success)
-        steps.append(run.steps)
+    try:
+        for seed in seeds:
+            obs, _ = env.reset(seed=seed)
+            run = skill.run(env, obs=obs, max_steps=env.max_steps)
+            successes += int(run.success)
+            steps.append(run.steps)
+    finally:
+        skill.close()
     low, high = wilson_interval(successes, episodes)
     return EvalResult(task=cfg.task, episodes=episodes, successes=successes, success_rate=successes / episodes,
                       ci_low=low, ci_high=high, mean_steps=sum(steps) / len(steps), total_steps=sum(steps),

@@ -1,8 +1,10 @@
 """CodedActionsWrapper: the policy's action head = the primitive actions + one action per coded action.
 
-A coded action is an option: choosing it runs its generator through ``envs.coded.execute`` until it
-returns, hits its step limit or the episode ends, and the wrapper hands PPO one transition carrying the
-discounted reward sum and ``info["primitive_steps"]`` so the learner can discount by gamma**steps.
+A coded action is an option: choosing it runs one call (``envs.coded.run_option``: the env steps here, the
+code only names actions) until it returns, hits its step limit or the episode ends, and the wrapper hands
+PPO one transition carrying the discounted reward sum and ``info["primitive_steps"]`` so the learner can
+discount by gamma**steps. Agent-written actions come as a ``sandbox.AgentCode``; the project's own
+callables (tests, toys) as a list of ``envs.coded.CodedAction``, driven in-process.
 """
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+
+from envs.coded import LocalActions
 
 
 class GameForwarding(gym.Wrapper):
@@ -59,11 +63,13 @@ class CodedActionsWrapper(GameForwarding):
     time always advances and the policy cannot loop for free.
     """
 
-    def __init__(self, env: gym.Env, coded_actions: list, gamma: float = 0.99):
+    def __init__(self, env: gym.Env, coded_actions, gamma: float = 0.99):
         super().__init__(env)
         if not isinstance(env.action_space, gym.spaces.Discrete):
             raise ValueError(f"CodedActionsWrapper needs a Discrete action space, got {env.action_space}")
-        self.coded_actions = list(coded_actions)
+        # a sandbox.AgentCode, or trusted in-process callables
+        self.driver = LocalActions(list(coded_actions)) if isinstance(coded_actions, (list, tuple)) else coded_actions
+        self.coded_actions = list(self.driver.specs)
         self.gamma = float(gamma)
         self.n_primitive = int(env.action_space.n)
         self.action_space = gym.spaces.Discrete(self.n_primitive + len(self.coded_actions))
@@ -75,6 +81,12 @@ class CodedActionsWrapper(GameForwarding):
         self.failure_counts = {a.name: 0 for a in self.coded_actions}
         self.allowance: StepAllowance | None = None
 
+    def close(self):
+        close = getattr(self.driver, "close", None)
+        if close is not None:
+            close()
+        super().close()
+
     def share_allowance(self, allowance: StepAllowance | None) -> None:
         """Cut coded calls to the trainer's budget (see StepAllowance); None lifts the limit."""
         self.allowance = allowance
@@ -85,8 +97,7 @@ class CodedActionsWrapper(GameForwarding):
 
     def action_mask(self) -> np.ndarray:
         mask = np.ones(self.action_space.n, dtype=bool)
-        for j, action in enumerate(self.coded_actions):
-            mask[self.n_primitive + j] = _precondition_holds(action, self.game)
+        mask[self.n_primitive:] = self.driver.mask(self.game)  # a raising precondition masks its action
         return mask
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -113,11 +124,9 @@ class CodedActionsWrapper(GameForwarding):
         return obs, reward, terminated, truncated, info
 
     def _run_coded(self, action, cap: int | None = None):
-        from envs.coded import execute
-
         self.call_counts[action.name] += 1
         limit = action.max_steps if cap is None else min(action.max_steps, cap)
-        outcome = execute(self.env, action, gamma=self.gamma, max_steps=limit)
+        outcome = self.driver.execute(self.env, action.name, gamma=self.gamma, max_steps=limit)
         error = outcome.error or ("precondition failed: the action cannot run here"
                                   if outcome.precondition_failed else "")
         if error:
@@ -134,8 +143,3 @@ class CodedActionsWrapper(GameForwarding):
         return (outcome.obs, float(outcome.discounted_reward), bool(outcome.terminated),
                 bool(outcome.truncated), info)
 
-
-def _precondition_holds(action, game) -> bool:
-    from envs.coded import check_precondition
-
-    return check_precondition(action, game)[0]  # a raising precondition masks its action

@@ -43,11 +43,20 @@ class PolicySkill:
         # sampling is seeded so that a skill run is reproducible for a given world seed
         self._generator = torch.Generator().manual_seed(seed)
         self.name = f"ppo_{self.task.name}"
+        self._code = None
 
-    def _coded_actions(self) -> list:
-        from rl.coded_sources import load_sources
+    def _coded_actions(self):
+        """The policy's coded actions, served by a sandbox process (None when it has none)."""
+        from rl.coded_sources import agent_code
 
-        return load_sources(self.config.coded_actions)
+        if self._code is None and self.config.coded_actions:
+            self._code = agent_code(self.config.coded_actions)
+        return self._code
+
+    def close(self) -> None:
+        if self._code is not None:
+            self._code.close()
+            self._code = None
 
     def run(self, env, max_steps: int | None = None, obs: np.ndarray | None = None,
             until: Callable[[set, dict], bool] | None = None) -> SkillRun:
@@ -66,7 +75,7 @@ class PolicySkill:
         obs = current_observation(env) if obs is None else obs
         achievements, inventory = set(env.game.achievements), dict(env.game.inventory)
         result = SkillRun(success=done_when(achievements, inventory), steps=0, reward=0.0, ended=False,
-                          coded_calls={a.name: 0 for a in coded})
+                          coded_calls={name: 0 for name in (coded.names if coded else [])})
         n_actions = self.agent.n_actions
         while not result.success and result.steps < limit:
             mask = wrapped.action_mask() if wrapped is not None else np.ones(n_actions, dtype=bool)

@@ -40,7 +40,7 @@ def test_achievement_rates_cover_all_22_in_percent():
 
 def test_pure_code_program_chains_the_expert_actions_and_loads():
     from graph.evaluation.coded import chain_of, pure_code_program
-    from tools.sandbox import load_coded_actions
+    from sandbox.loader import load_coded_actions
 
     source = pure_code_program("make_wood_pickaxe")
     names = [a.name for a in load_coded_actions(source)]

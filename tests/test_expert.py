@@ -13,7 +13,8 @@ from nodes.expert import ExpertError, ExpertModel
 from nodes.models import AgentModel
 from nodes.recipes import backward_chain
 from prompts.templates import messages_for
-from tools.sandbox import check_source, load_coded_actions
+from sandbox import check_source
+from sandbox.loader import load_coded_actions
 
 
 def _plan(model, task, **extra):
@@ -278,7 +279,7 @@ def test_executor_places_a_station_next_to_what_later_subtasks_need():
               for n, (kind, params) in templates.items()}
     chain = _load_chain([{"name": n} for n in templates], skills, seed=0)
     furnace = next(step for step in chain if step.subtask == "place_furnace")
-    assert furnace.action.name == "play_place_furnace"
-    assert "'place_furnace': ['table']" in furnace.action.source
+    assert furnace.entry == "play_place_furnace"
+    assert "'place_furnace': ['table']" in furnace.source
     alone = _load_chain([{"name": n} for n in list(templates)[:3]], skills, seed=0)[-1]
-    assert "place_near = {}" in alone.action.source  # no iron pickaxe later: placed anywhere
+    assert "place_near = {}" in alone.source  # no iron pickaxe later: placed anywhere

@@ -121,8 +121,11 @@ def test_execute_stops_code_that_never_yields():
     source = "def stuck(game):\n    while True:\n        pass\n    yield 'noop'\n"
     env = CrafterEnv("collect_wood")
     env.reset(seed=0)
-    outcome = execute(env, as_coded_action(_load(source)["stuck"], source), step_timeout_s=0.3)
-    assert outcome.steps == 0 and "no action yielded" in outcome.error
+    from sandbox import AgentCode, SandboxLimits
+
+    with AgentCode([source], limits=SandboxLimits(step_timeout_s=0.5)) as code:
+        outcome = code.execute(env, "stuck")
+    assert outcome.steps == 0 and "no action yielded" in outcome.error and "line 2" in outcome.error
 
 
 def test_precondition_masks_a_call_without_taking_steps():

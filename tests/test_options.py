@@ -103,10 +103,10 @@ def test_out_of_range_action_is_a_clear_error():
 
 def test_example_coded_actions_run_in_crafter():
     from envs.crafter_env import CrafterEnv
-    from rl.coded_sources import load_sources
+    from rl.coded_sources import agent_code
 
     root = Path(__file__).resolve().parents[1] / "prompts" / "examples"
-    actions = load_sources([(root / "explore.py").read_text()])
+    actions = agent_code([(root / "explore.py").read_text()])
     env = CrafterEnv("collect_wood")
     w = CodedActionsWrapper(env, actions, gamma=0.99)
     w.reset(seed=3)

@@ -107,8 +107,11 @@ def test_reward_shaping_adds_the_bonus_each_step_and_reports_a_broken_function()
     import gymnasium as gym
     import numpy as np
 
-    from rl.coded_sources import compile_shaping
     from rl.env_factory import RewardShaping
+    from sandbox import AgentCode
+
+    def compile_shaping(source):
+        return AgentCode([], shaping=source).shape
 
     class WoodEnv(gym.Env):
         action_space = gym.spaces.Discrete(2)

@@ -7,6 +7,7 @@ import os
 import socket
 import sys
 import sysconfig
+import time
 import types
 import warnings
 
@@ -14,11 +15,13 @@ import numpy as np
 import pytest
 
 from envs.coded import CodedAction
-from tools.sandbox import (
-    ALLOWED_MODULES, CodeLoadError, SandboxLimits, UnsafeCodeError, check_source, load_coded_actions,
-    run_sandboxed,
+from envs.crafter_env import CrafterEnv
+from sandbox import (
+    ALLOWED_MODULES, AgentCode, CodeRejected, SandboxLimits, SandboxUnavailable, UnsafeCodeError, check_source,
 )
-from tools.sandbox.namespace import build_namespace
+from sandbox import launch
+from sandbox.loader import load_coded_actions
+from sandbox.namespace import CodeLoadError, build_namespace
 
 
 def rejection(source: str) -> str:
@@ -166,97 +169,92 @@ def test_top_level_runtime_error_names_the_line():
         load_coded_actions("a = 1\nb = a / 0\ndef main(game):\n    yield 'do'\n")
 
 
-# --- the limited child process -----------------------------------------------------------
-# Targets are trusted test functions: they probe the limits themselves, not the checker.
+# --- the sandbox process (tests/test_hostile.py attacks it; these check its plain behaviour) --------
 
-def _add(a, b):
-    return a + b
+WALK = "def main(game):\n    print('start', game.pos)\n    for _ in range(3):\n        yield 'move_left'\n"
 
 
-def _spin():
-    while True:
-        pass
+def _env():
+    env = CrafterEnv("collect_wood")
+    env.reset(seed=3)
+    return env
 
 
-def _allocate(mib):
-    block = bytearray(mib * 1024 * 1024)
-    return len(block)
+def test_agent_code_names_its_actions_and_the_env_steps_on_the_trusted_side():
+    env, prints = _env(), []
+    with AgentCode([WALK]) as code:
+        assert code.names == ["main"]
+        outcome = code.execute(env, "main", max_steps=10, on_print=prints.append)
+    assert outcome.error is None and outcome.steps == 3 == env.episode_steps
+    assert outcome.actions == ["move_left"] * 3
+    assert prints == ["start (0, 0)"]
 
 
-def _network_probe():
-    out = {}
-    try:
-        socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        out["socket"] = "created"
-    except OSError as exc:
-        out["socket"] = str(exc)
-    out["interfaces"] = [name for _, name in socket.if_nameindex()]
-    return out
+def test_endless_loop_is_killed_at_the_step_deadline_and_the_next_call_runs_in_a_fresh_process():
+    source = WALK + ("\ndef spin(game):\n    yield 'noop'\n    while True:\n        try:\n"
+                     "            while True:\n                pass\n        except Exception:\n            pass\n")
+    env = _env()
+    with AgentCode([source], limits=SandboxLimits(step_timeout_s=1.0)) as code:
+        start = time.monotonic()
+        outcome = code.execute(env, "spin", max_steps=10)
+        assert time.monotonic() - start < 5
+        assert outcome.steps == 1 == env.episode_steps
+        assert "no answer within 1 s" in outcome.error
+        again = code.execute(env, "main", max_steps=10)
+        assert again.error is None and again.steps == 3 and code.restarts == 1
 
 
-def _write_files(size_mib):
-    with open("inside.txt", "w") as fh:
-        fh.write("ok")
-    try:
-        with open("big.bin", "wb") as fh:
-            fh.write(b"x" * (size_mib * 1024 * 1024))
-        big = "written"
-    except OSError as exc:
-        big = str(exc)
-    return {"cwd": os.getcwd(), "inside": os.path.exists("inside.txt"), "big": big}
+def test_memory_limit_stops_a_large_allocation_and_a_small_one_still_works():
+    source = "def big(game):\n    block = [0] * (200 * 1024 * 1024)\n    yield 'noop'\n" + WALK
+    with AgentCode([source], limits=SandboxLimits(memory_mb=64)) as code:
+        assert "MemoryError" in code.execute(_env(), "big", max_steps=1).error
+        assert code.execute(_env(), "main", max_steps=5).error is None
 
 
-def _progress_then_spin(progress):
-    for i in range(3):
-        progress(i)
-    _spin()
+def test_a_top_level_error_or_rule_violation_is_a_rejection_with_its_kind():
+    with pytest.raises(CodeRejected) as info:
+        AgentCode(["x = 1 / 0\n" + WALK])
+    assert info.value.kind == "load" and "ZeroDivisionError" in str(info.value)
+    with pytest.raises(CodeRejected) as info:
+        AgentCode(["import os\n" + WALK])
+    assert info.value.kind == "unsafe" and "line 1" in str(info.value)
 
 
-def test_run_sandboxed_returns_the_value():
-    result = run_sandboxed(_add, {"a": 2, "b": 3}, SandboxLimits(wall_time_s=5))
-    assert result.ok and result.value == 5 and result.kind == "ok"
+def test_every_layer_this_machine_offers_is_applied():
+    with AgentCode([WALK]) as code:
+        layers = code.layers
+    assert layers["unprivileged"] is True and layers["rlimits"] is True
+    if sys.platform.startswith("linux") and os.uname().machine in ("x86_64", "aarch64"):
+        assert layers["seccomp"] is True
+    assert layers["namespaces"] is launch.namespaces_available()[0] or isinstance(layers["namespaces"], str)
 
 
-def test_endless_loop_is_killed_and_progress_survives():
-    seen = []
-    result = run_sandboxed(_progress_then_spin, {}, SandboxLimits(wall_time_s=1.5), on_progress=seen.append)
-    assert not result.ok and result.kind == "timeout"
-    assert "timed out after 1.5 s" in result.error
-    assert seen == [0, 1, 2]
-    assert run_sandboxed(_add, {"a": 1, "b": 1}, SandboxLimits(wall_time_s=5)).value == 2  # caller goes on
+def test_strict_mode_refuses_without_namespaces_and_default_mode_goes_on(monkeypatch, caplog):
+    monkeypatch.setattr(launch, "namespaces_available", lambda: (False, "bwrap is missing (test)"))
+    monkeypatch.setenv("RLGPT_SANDBOX", "strict")
+    with pytest.raises(SandboxUnavailable, match="bwrap is missing"):
+        AgentCode([WALK])
+    monkeypatch.setenv("RLGPT_SANDBOX", "default")
+    with AgentCode([WALK]) as code:
+        assert code.execute(_env(), "main", max_steps=3).steps == 3
+        assert code.layers["namespaces"] == "bwrap is missing (test)"
 
 
-def test_memory_limit_stops_a_large_allocation():
-    result = run_sandboxed(_allocate, {"mib": 400}, SandboxLimits(wall_time_s=5, memory_mb=64))
-    assert not result.ok and result.kind == "memory"
-    assert result.error == "exceeded the memory limit of 64 MiB"
-    assert run_sandboxed(_allocate, {"mib": 8}, SandboxLimits(wall_time_s=5, memory_mb=64)).value == 8 * 1024 * 1024
-
-
-def test_network_is_disabled_in_the_child():
-    result = run_sandboxed(_network_probe, {}, SandboxLimits(wall_time_s=5))
-    assert result.ok, result.error
-    assert "network access is disabled" in result.value["socket"]
-    assert result.applied["socket_patched"] is True
-    if os.geteuid() == 0:  # root (as in CI) can also get an empty network namespace
-        assert result.applied["network_namespace"] is True
-        assert result.value["interfaces"] == ["lo"]
-
-
-def test_child_works_in_a_scratch_folder_with_a_file_size_cap(tmp_path):
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-    result = run_sandboxed(_write_files, {"size_mib": 2}, SandboxLimits(wall_time_s=5, file_size_mb=1),
-                           scratch_dir=str(scratch))
-    assert result.ok, result.error
-    assert result.value["cwd"] == str(scratch) and result.value["inside"]
-    assert "File too large" in result.value["big"]
-    assert not os.path.exists(os.path.join(os.getcwd(), "inside.txt"))
+def test_mask_asks_the_preconditions_and_no_round_trip_without_any():
+    source = ("from envs.coded import coded_action\n"
+              "@coded_action(precondition=lambda game: game.has('wood'))\n"
+              "def place(game):\n    yield 'place_table'\n" + WALK)
+    env = _env()
+    with AgentCode([source]) as code:
+        assert code.mask(env.game) == [False, True]
+    with AgentCode([WALK]) as code:
+        code.close()  # no process: the answer cannot have come from it
+        assert code.mask(env.game) == [True]
 
 
 def test_invalid_limits_are_refused():
-    with pytest.raises(ValueError, match="wall_time_s"):
-        SandboxLimits(wall_time_s=0)
+    with pytest.raises(ValueError, match="step_timeout_s"):
+        SandboxLimits(step_timeout_s=0)
     with pytest.raises(ValueError, match="memory_mb"):
         SandboxLimits(memory_mb=1)
 
@@ -417,3 +415,29 @@ def test_the_walk_finds_a_simulator_hidden_in_a_closure():
 
     hit, _, _ = _search(types.SimpleNamespace(helper=leaky), lambda o: o is sim)
     assert hit is sim
+
+
+# --- one boundary: nothing outside the sandbox process loads agent source ----------------------
+
+UNTRUSTED_SIDE = {"sandbox.loader", "sandbox.namespace", "sandbox.child", "sandbox.confine"}
+
+
+def test_only_the_sandbox_process_imports_the_modules_that_run_agent_source():
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    offenders = []
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root)
+        if rel.parts[0] in (".venv", "tests", "build") or rel.parts[0].startswith("."):
+            continue
+        module = ".".join(rel.with_suffix("").parts)
+        if module in UNTRUSTED_SIDE:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+                     if isinstance(node, ast.ImportFrom) else [])
+            offenders += [f"{module} imports {n}" for n in names if n in UNTRUSTED_SIDE]
+    assert offenders == []

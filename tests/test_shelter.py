@@ -16,7 +16,7 @@ from envs.game_api import GameAPI
 from envs.observation import MATERIAL_IDS, PlayerObservation
 from envs.seeds import train_seeds
 from graph.evaluation.coded import pure_code_program
-from tools.sandbox import load_coded_actions
+from sandbox.loader import load_coded_actions
 
 LETTERS = {"S": "stone", "P": "path", "G": "grass", "T": "tree", "W": "water"}
 

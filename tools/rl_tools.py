@@ -78,6 +78,7 @@ def validate_config(config: Any):
 def configure_rl(config: dict) -> ConfigureReport:
     try:
         cfg = validate_config(config)
+        cfg.load_in_sandbox()  # the top level of the agent's sources runs here, behind the boundary
     except ValueError as exc:
         return ConfigureReport(ok=False, error=str(exc))
     return ConfigureReport(ok=True, config=cfg.model_dump(mode="json"), coded_action_names=cfg.coded_action_names())

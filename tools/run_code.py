@@ -1,9 +1,10 @@
 """`run_code_in_env`: test agent-written coded actions in a fresh Crafter episode, safely.
 
-The code is checked statically here (instant feedback, no process started), then loaded and run
-with its own environment inside a sandboxed child process (`tools.sandbox`). Whatever the code
-does, the caller gets a `CodeRunReport` back: a violation, a syntax or runtime error (with the
-line in the agent's code), a timeout or the memory limit is an `error`, never an exception.
+The code is linted here (instant feedback, no process started), then loaded in a sandbox process
+(`sandbox.AgentCode`) while the episode is played here: the code only names actions, this side steps
+the environment and counts. Whatever the code does, the caller gets a `CodeRunReport` back: a
+violation, a syntax or runtime error (with the line in the agent's code), a timeout or the memory
+limit is an `error`, never an exception.
 
 Which coded action runs: `action` when given, else the one named `main`, else the last coded
 action the code defines. Steps are counted honestly: `steps` is every primitive environment
@@ -13,8 +14,6 @@ step the code took, also when the run was stopped by a limit.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import time
 from datetime import datetime
 from typing import Any
@@ -22,14 +21,18 @@ from typing import Any
 from langchain_core.tools import StructuredTool
 from pydantic import BaseModel, Field
 
+from envs.crafter_env import CrafterEnv
 from envs.seeds import check_training_seed
 from envs.tasks import UnknownTaskError, get_task
-from tools.sandbox import ALLOWED_MODULES, SandboxLimits, UnsafeCodeError, check_source, run_sandboxed
-from tools.sandbox.episode import prepare_episode, run_episode
-from tools.sandbox.trace import TraceBuilder
+from sandbox import ALLOWED_MODULES, AgentCode, CodeRejected, SandboxLimits, SandboxUnavailable, UnsafeCodeError, check_source
+from sandbox.wire import clean_text
+from tools.trace import TraceBuilder
 
 DEFAULT_OUTPUT_DIR = os.path.join("runs", "code_runs")
 MAX_STEPS_LIMIT = 10_000
+MAX_GIF_FRAMES = 300
+GIF_FPS = 8
+GIF_MIN_WIDTH = 192
 
 
 class CodeRunReport(BaseModel):
@@ -77,45 +80,70 @@ def _inventory_changes(before: dict[str, int], after: dict[str, int]) -> str:
 
 
 class _Progress:
-    """What the child reported while it ran; the whole story if it is killed."""
+    """What the code did, step by step, as the trusted side saw it: the whole story also when a limit
+    stopped it."""
 
-    def __init__(self) -> None:
+    def __init__(self, env, gif: bool) -> None:
+        self.env = env
         self.trace = TraceBuilder()
-        self.action: str | None = None
-        self.inventory_before: dict[str, int] = {}
-        self.inventory: dict[str, int] = {}
-        self.achievements: list[str] = []
+        self.inventory_before = dict(env.game.inventory)
+        self.inventory = dict(self.inventory_before)
+        self.achievements = sorted(env.game.achievements)
         self.steps = 0
+        self.frames = [env.render()] if gif else []
+        self.deadline = float("inf")
 
-    def __call__(self, item: dict[str, Any]) -> None:
-        kind = item.get("kind")
-        if kind == "start":
-            self.action = item["action"]
-            self.inventory_before = dict(item["inventory"])
-            self.inventory = dict(item["inventory"])
-        elif kind == "step":
-            self.steps = item["t"]
-            self.inventory = dict(item["inventory"])
-            self.achievements = list(item["achievements"])
-            self.trace.step(item["t"], item["action"], item["events"])
-        elif kind == "print":
-            self.trace.printed(item["t"], item["text"])
+    def on_step(self, name: str, obs, reward: float, info: dict) -> None:
+        self.steps += 1
+        inventory = dict(info["inventory"])
+        new = [a for a in info["achievements"] if a not in self.achievements]
+        self.trace.step(self.steps, name, _events(self.inventory, inventory, new, reward))
+        self.inventory, self.achievements = inventory, list(info["achievements"])
+        if self.frames and len(self.frames) < MAX_GIF_FRAMES:
+            self.frames.append(self.env.render())
+        if time.monotonic() > self.deadline:
+            raise _OutOfTime
+
+    def on_print(self, text: str) -> None:
+        self.trace.printed(self.steps, text)
+
+
+class _OutOfTime(Exception):
+    """The test's wall-clock limit passed (raised from the step callback, in trusted code)."""
+
+
+def _events(before: dict[str, int], after: dict[str, int], new_achievements: list[str], reward: float) -> list[str]:
+    events = [f"{key} {after.get(key, 0) - before.get(key, 0):+d}" for key in sorted(set(before) | set(after))
+              if after.get(key, 0) != before.get(key, 0)]
+    events += [f"unlocked {a}" for a in new_achievements]
+    if reward:
+        events.append(f"reward {reward:g}")
+    return events
 
 
 def default_wall_time(max_steps: int) -> float:
-    """Generous for honest code (start-up plus ~20 ms a step), short for an endless loop."""
+    """Generous for honest code (start-up plus ~20 ms a step), short for code that stalls on purpose."""
     return 15.0 + 0.02 * max_steps
+
+
+def choose_action(names: list[str], wanted: str | None) -> str:
+    """`wanted`, else `main`, else the last coded action the code defines; LookupError if absent."""
+    if wanted is not None:
+        if wanted not in names:
+            raise LookupError(f"the code defines no coded action named '{wanted}'; it defines: {', '.join(names)}")
+        return wanted
+    return "main" if "main" in names else names[-1]
 
 
 def run_code(code: str, task: str = "collect_wood", seed: int = 0, max_steps: int = 500,
              action: str | None = None, gif: bool = False, *, wall_time_s: float | None = None,
              memory_mb: int = 512, output_dir: str = DEFAULT_OUTPUT_DIR) -> CodeRunReport:
-    """Run agent code in a fresh episode inside the sandbox; always returns a report."""
+    """Run agent code in a fresh episode; the code runs in the sandbox, the episode here. Always returns a report."""
     start = time.monotonic()
     base = {"task": str(task), "seed": seed if isinstance(seed, int) else 0}
 
     def failed(kind: str, error: str, **extra) -> CodeRunReport:
-        return CodeRunReport(ok=False, failure_kind=kind, error=error,
+        return CodeRunReport(ok=False, failure_kind=kind, error=clean_text(error),
                              wall_time_s=round(time.monotonic() - start, 3), **{**base, **extra})
 
     problem = _input_problem(task, seed, max_steps, action)
@@ -123,49 +151,71 @@ def run_code(code: str, task: str = "collect_wood", seed: int = 0, max_steps: in
         return failed("input", problem)
     base["task"] = get_task(task).name
     try:
-        check_source(code)
+        check_source(code)  # the lint: an early, readable error before any process starts
     except UnsafeCodeError as exc:
         return failed("unsafe", str(exc))
 
-    limits = SandboxLimits(wall_time_s=wall_time_s or default_wall_time(max_steps), memory_mb=memory_mb)
-    progress = _Progress()
-    scratch = tempfile.mkdtemp(prefix="rlgpt-code-run-")
+    env = CrafterEnv(task=base["task"], obs_kind="symbolic", max_steps=max_steps)
+    env.reset(seed=seed)
+    progress = _Progress(env, gif)
+    wall = wall_time_s or default_wall_time(max_steps)
+    limits = SandboxLimits(memory_mb=memory_mb, load_timeout_s=min(wall, SandboxLimits.load_timeout_s))
     try:
-        result = run_sandboxed(
-            run_episode, dict(code=code, max_steps=max_steps, action=action, gif=gif), limits,
-            on_progress=progress, scratch_dir=scratch, setup=prepare_episode,
-            setup_kwargs=dict(task=base["task"], seed=seed, max_steps=max_steps, gif=gif))
-        gif_path = None
-        if result.ok and result.value.get("gif_file"):
-            gif_path = _keep_gif(os.path.join(scratch, result.value["gif_file"]), output_dir, base)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        agent_code = AgentCode([code], limits=limits)
+    except CodeRejected as exc:
+        if "MemoryError" in str(exc):
+            return failed("memory", f"exceeded the memory limit of {memory_mb} MiB ({exc})")
+        return failed(exc.kind, str(exc))
+    except SandboxUnavailable as exc:
+        return failed("crashed", f"the code could not be run: {exc}; this is not your code's fault")
+    with agent_code:
+        try:
+            name = choose_action(agent_code.names, action)
+        except LookupError as exc:
+            return failed("load", str(exc))
+        progress.deadline = start + wall
+        try:
+            outcome = agent_code.execute(env, name, max_steps=_step_limit(agent_code, name, max_steps),
+                                         on_step=progress.on_step, on_print=progress.on_print)
+        except _OutOfTime:
+            return failed("timeout", f"timed out after {wall:g} s (wall-clock limit) after {progress.steps} steps",
+                          **_seen(progress, name))
+    gif_path = _write_gif(progress.frames, output_dir, base) if gif else None
+    error, kind = outcome.error, None
+    if error:
+        kind = "precondition" if outcome.precondition_failed else _failure_kind(error)
+        if kind == "memory":
+            error = f"exceeded the memory limit of {memory_mb} MiB ({error})"
+        elif kind == "timeout":
+            error = f"{error}; stopped after {outcome.steps} steps"
+    return CodeRunReport(
+        ok=error is None, error=error, failure_kind=kind, action=name,
+        task_success=env.task.is_success(set(env.game.achievements)), steps=outcome.steps,
+        achievements_unlocked=sorted(env.game.achievements), inventory_before=progress.inventory_before,
+        inventory_after=dict(env.game.inventory), trace=progress.trace.render(), gif_path=gif_path,
+        wall_time_s=round(time.monotonic() - start, 3), **base)
 
-    seen = dict(action=progress.action, steps=progress.steps, achievements_unlocked=progress.achievements,
+
+def _step_limit(code: AgentCode, name: str, max_steps: int) -> int:
+    """The test's budget, or the action's own @coded_action(max_steps=...) when it declared a smaller one."""
+    spec = next(s for s in code.specs if s.name == name)
+    return min(spec.max_steps, max_steps) if spec.declared_max_steps else max_steps
+
+
+def _failure_kind(error: str) -> str:
+    if error.startswith("no answer within"):
+        return "timeout"
+    if "MemoryError" in error:
+        return "memory"
+    if error.startswith("the sandbox process"):
+        return "crashed"
+    return "runtime"
+
+
+def _seen(progress: _Progress, name: str) -> dict[str, Any]:
+    return dict(action=name, steps=progress.steps, achievements_unlocked=sorted(progress.achievements),
                 inventory_before=progress.inventory_before, inventory_after=progress.inventory,
                 trace=progress.trace.render())
-    if not result.ok:
-        where = f" after {progress.steps} steps" if progress.steps else ""
-        kind = {"timeout": "timeout", "memory": "memory"}.get(result.kind, "crashed")
-        if result.kind == "error":
-            return failed("crashed", f"the code runner failed ({result.error}); this is not your code's fault",
-                          **seen)
-        return failed(kind, f"{result.error}{where}", **seen)
-
-    value = result.value
-    if not value.get("loaded"):
-        return failed("load", value["error"], trace=seen["trace"])
-    error, kind = value["error"], None
-    if error:
-        kind = "precondition" if value["precondition_failed"] else "runtime"
-        if "MemoryError" in error:
-            kind, error = "memory", f"exceeded the memory limit of {memory_mb} MiB ({error})"
-    return CodeRunReport(
-        ok=error is None, error=error, failure_kind=kind, action=value["action"],
-        task_success=value["task_success"], steps=value["steps"],
-        achievements_unlocked=value["achievements"], inventory_before=value["inventory_before"],
-        inventory_after=value["inventory_after"], trace=seen["trace"], gif_path=gif_path,
-        wall_time_s=round(time.monotonic() - start, 3), **base)
 
 
 def _input_problem(task: Any, seed: Any, max_steps: Any, action: Any) -> str | None:
@@ -186,13 +236,18 @@ def _input_problem(task: Any, seed: Any, max_steps: Any, action: Any) -> str | N
     return None
 
 
-def _keep_gif(path: str, output_dir: str, base: dict) -> str | None:
-    if not os.path.isfile(path):
+def _write_gif(frames: list, output_dir: str, base: dict) -> str | None:
+    """The test episode as a GIF (frames rendered here, from the trusted env)."""
+    if not frames:
         return None
+    import imageio.v2 as imageio  # only runs that ask for a GIF pay for the import
+
+    scale = max(1, GIF_MIN_WIDTH // frames[0].shape[1])  # Crafter frames are tiny: enlarge, pixel-exact
+    frames = [f.repeat(scale, axis=0).repeat(scale, axis=1) for f in frames]
     os.makedirs(output_dir, exist_ok=True)
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
     target = os.path.join(output_dir, f"{base['task']}-seed{base['seed']}-{stamp}.gif")
-    shutil.move(path, target)
+    imageio.mimsave(target, frames, duration=1000.0 / GIF_FPS, loop=0)
     return target
 
 

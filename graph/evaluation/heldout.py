@@ -47,16 +47,12 @@ def policy_skill(policy_path: str) -> dict:
 
 
 # ---- Crafter-score episodes: every achievement counts ----------------------------------------
-def play_code_episode(env, source: str, entry: str, max_steps: int) -> int:
-    """Run the coded program once; when it returns the episode is over for scoring purposes, since
-    standing still unlocks no achievement. Returns the steps taken."""
-    from envs.coded import execute
-    from tools.sandbox import load_coded_actions
-
-    actions = {a.name: a for a in load_coded_actions(source)}
-    if entry not in actions:
-        raise ValueError(f"the program defines no coded action '{entry}'; it has {', '.join(actions)}")
-    return execute(env, actions[entry], max_steps=max_steps).steps
+def play_code_episode(env, code, entry: str, max_steps: int) -> int:
+    """Run the coded program (a sandbox.AgentCode, loaded once for all episodes) once; when it returns the
+    episode is over for scoring purposes, since standing still unlocks no achievement. Returns the steps."""
+    if entry not in code.names:
+        raise ValueError(f"the program defines no coded action '{entry}'; it has {', '.join(code.names)}")
+    return code.execute(env, entry, max_steps=max_steps).steps
 
 
 def play_policy_episode(env, policy, max_steps: int) -> int:

@@ -16,6 +16,7 @@ from envs.tasks import ACHIEVEMENTS
 from graph.evaluation import methods, published
 from graph.evaluation.cache import CellCache, cell_key
 from graph.evaluation.crafter_score import achievement_rates, crafter_score
+from sandbox import AgentCode
 from graph.evaluation.heldout import (code_skill, crafter_episodes, evaluate_skills, play_code_episode,
                                       play_policy_episode, rate_fields)
 
@@ -294,8 +295,11 @@ def crafter_cells(run: Runner) -> dict[str, dict]:
             from rl.policy_skill import PolicySkill
 
             policy = PolicySkill(trained["policy_path"], seed=c.seed)
-            played = crafter_episodes(lambda env, n: play_policy_episode(env, policy, n), c.episodes, steps,
-                                      run.log, name)
+            try:
+                played = crafter_episodes(lambda env, n: play_policy_episode(env, policy, n), c.episodes, steps,
+                                          run.log, name)
+            finally:
+                policy.close()
             return {**trained, **played, "wall_s": round(time.time() - start, 1)}
 
         out[name] = run.cell(f"Crafter score: {METHOD_LABELS[name]}, budget {c.budget:,}", key, compute)
@@ -305,8 +309,9 @@ def crafter_cells(run: Runner) -> dict[str, dict]:
     def compute_code() -> dict:
         start = time.time()
         tested = methods.test_pure_code("collect_diamond", c.test_episodes, c.seed, run.log)
-        played = crafter_episodes(lambda env, n: play_code_episode(env, tested["source"], "main", n),
-                                  c.episodes, steps, run.log, "pure_code")
+        with AgentCode([tested["source"]]) as code:
+            played = crafter_episodes(lambda env, n: play_code_episode(env, code, "main", n),
+                                      c.episodes, steps, run.log, "pure_code")
         return {"method": "pure_code", "env_steps": tested["env_steps"], **played,
                 "wall_s": round(time.time() - start, 1)}
 

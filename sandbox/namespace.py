@@ -1,7 +1,8 @@
-"""The restricted namespace agent code runs in: safe builtins, proxied modules, a captured print.
+"""The restricted namespace agent code runs in (inside the sandbox process): safe builtins, proxied
+modules, a captured print.
 
-This is the second layer after the AST checker: even a name the checker missed cannot reach
-`open` or `__import__`, because the builtins dict handed to `exec` simply does not hold them.
+Like the lint, a courtesy rather than the wall: it keeps honest code away from `open` or `__import__`
+with a clear error. Code that gets past it is still in the confined process (sandbox.confine).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import types
 from typing import Any, Callable
 
 from envs.coded import AGENT_CODE_FILENAME, describe_agent_error
-from tools.sandbox.checker import ALLOWED_MODULES
+from sandbox.lint import ALLOWED_MODULES
 
 
 _SAFE_BUILTIN_NAMES = (
@@ -41,12 +42,16 @@ class CodeLoadError(ValueError):
     """Checked agent code failed while its top level ran, or defines no usable coded action."""
 
 
+# Public names that still read or write attributes by string (functools.wraps copies __globals__).
+_HIDDEN = frozenset({"wraps", "update_wrapper", "singledispatch", "singledispatchmethod", "WRAPPER_ASSIGNMENTS"})
+
+
 def module_proxy(module: types.ModuleType) -> types.SimpleNamespace:
     """The public, non-module names of `module`: a submodule (collections.abc) or a private
     name (random._os) could lead on to os or sys."""
     return types.SimpleNamespace(**{
         k: v for k, v in vars(module).items()
-        if not k.startswith("_") and not isinstance(v, types.ModuleType)})
+        if not k.startswith("_") and k not in _HIDDEN and not isinstance(v, types.ModuleType)})
 
 
 def _restricted_import(modules: dict[str, Any]) -> Callable:

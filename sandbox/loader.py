@@ -8,8 +8,7 @@ Which top-level functions are coded actions:
 - `@coded_action(...)` (available without import, or via `from envs.coded import coded_action`)
   attaches a precondition and a step limit; putting it on a non-generator is an error.
 
-This runs the source's top level, so call it inside the sandbox process (or on code that
-already passed a sandboxed test run, as the PPO workers do).
+This runs the source's top level: only `sandbox.child`, inside the sandbox process, calls it.
 """
 
 from __future__ import annotations
@@ -18,8 +17,8 @@ import inspect
 from typing import Callable
 
 from envs.coded import AGENT_CODE_FILENAME, CodedAction, as_coded_action, coded_action
-from tools.sandbox.checker import check_source
-from tools.sandbox.namespace import CodeLoadError, build_namespace, exec_agent_source
+from sandbox.lint import check_source
+from sandbox.namespace import CodeLoadError, build_namespace, exec_agent_source
 
 
 def _defined_here(value) -> bool:
@@ -50,3 +49,17 @@ def load_coded_actions(source: str, output: Callable[[str], None] | None = None)
         raise CodeLoadError("the code defines no coded action: write a generator function such as "
                             "`def chop_tree(game): ... yield 'do'` (names starting with '_' are helpers)")
     return actions
+
+
+SHAPING_HINT = "shaping code must define `def shaping(prev, curr): return <float>`"
+
+
+def load_shaping(source: str, output: Callable[[str], None] | None = None) -> Callable[[dict, dict], float]:
+    """The `shaping(prev, curr)` function a reward-shaping source defines (same rules as coded actions)."""
+    check_source(source)
+    namespace = build_namespace(output)
+    exec_agent_source(source, namespace)
+    fn = namespace.get("shaping")
+    if not _defined_here(fn):
+        raise CodeLoadError(SHAPING_HINT)
+    return fn

@@ -1,7 +1,9 @@
-"""Static (AST) check of agent-written code, done before any of it runs.
+"""Static (AST) check of agent-written code: a lint that gives the model an early, readable error.
 
-The checker is the first of three layers (checker, restricted builtins, separate limited process).
-Its rules close the known escape routes from a restricted `exec` namespace:
+It is not what keeps agent code in: the sandbox process (sandbox.host, sandbox.confine) holds even when
+this check is switched off (`checker_disabled()`, reachable from tests, never from a tool argument).
+Its rules name the usual escape routes from a restricted `exec` namespace, so a model learns the rules
+before its code runs:
 
 - imports only from a small allow-list of pure-computation modules;
 - no attribute whose name starts with "_" (dunder walks such as `().__class__.__bases__`, and the
@@ -17,7 +19,9 @@ Every violation is reported with its line, so the fast agent can fix all of them
 from __future__ import annotations
 
 import ast
+import contextlib
 from dataclasses import dataclass
+from typing import Iterator
 
 # Pure-computation modules, each inspected so that none of its public names is a module
 # (which could lead on to os/sys): dataclasses, operator, string, typing are left out because
@@ -162,9 +166,9 @@ class _Checker(ast.NodeVisitor):
             self._check_identifier(node, name, "name")
 
     def visit_MatchClass(self, node: ast.MatchClass) -> None:
-        # `case C(attr=x)` reads attributes by name, like `x.attr`.
+        # `case C(attr=x)` reads attributes by name, like `x.attr`: the same rules apply.
         for attr in node.kwd_attrs:
-            if attr.startswith("_"):
+            if attr.startswith("_") or attr in FORBIDDEN_ATTRIBUTES or attr.startswith(FORBIDDEN_ATTRIBUTE_PREFIXES):
                 self._add(node, f"matching on the attribute '{attr}' is not allowed")
         self.generic_visit(node)
 
@@ -222,8 +226,54 @@ def find_violations(source: str) -> list[Violation]:
     return sorted(checker.violations, key=lambda v: v.line)
 
 
+_enforced = True
+
+
+def lint_enforced() -> bool:
+    return _enforced
+
+
+@contextlib.contextmanager
+def checker_disabled() -> Iterator[None]:
+    """For tests of the boundary: check_source passes everything, here and in the sandbox processes
+    started meanwhile (the host tells each one). Not reachable from a tool's arguments."""
+    global _enforced
+    previous, _enforced = _enforced, False
+    try:
+        yield
+    finally:
+        _enforced = previous
+
+
 def check_source(source: str) -> None:
     """Raise UnsafeCodeError listing every violation (with its line) if `source` breaks a rule."""
+    if not _enforced:
+        return
     violations = find_violations(source)
     if violations:
         raise UnsafeCodeError([str(v) for v in violations])
+
+
+def coded_action_names(source: str, generators: bool = True) -> list[str]:
+    """The coded actions a source defines, read from its syntax: top-level generator functions whose name
+    does not start with "_" (the loader's rule, sandbox.loader). With generators=False, every top-level
+    function. Empty when the source does not parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    return [node.name for node in tree.body
+            if isinstance(node, ast.FunctionDef) and not node.name.startswith("_")
+            and (not generators or _yields(node))]
+
+
+def _yields(function: ast.FunctionDef) -> bool:
+    """A yield in the function's own body (not in a nested function or lambda)."""
+    stack: list[ast.AST] = list(function.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Yield, ast.YieldFrom)):
+            return True
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
+    return False

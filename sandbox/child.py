@@ -1,0 +1,180 @@
+"""The untrusted side of the boundary: the process that holds agent code, and nothing else of value.
+
+Started by `sandbox.host` as `python -I -c BOOT PROJECT_ROOT` with an empty environment (and, where
+bubblewrap works, in namespaces with a read-only view of the Python runtime). It imports what it needs,
+says it is ready, then waits for its job: the first frame (`load`) brings the limits, the sources and
+whether the lint applies. It confines itself (sandbox.confine), loads the code and serves requests:
+
+    begin {name, sync}   start a call of a coded action -> {"r": "act"|"end"|"error"|"precondition", "v": ...}
+    advance {sync}       the step's observation; the call's next action -> the same
+    finish {}            close the open call (its `finally` runs) -> {"r": "ok"}
+    mask {sync}          every action's precondition -> {"r": "mask", "v": [bool, ...]}
+    shape {prev, curr}   the reward-shaping bonus -> {"r": "value", "v": float} or an error
+    (`print` in agent code sends {"print": text} before the reply)
+
+It holds a mirror of the game API, fed observations by the host (`sync`); it never has the simulator,
+the reward or the step count, so whatever the code does here it can only choose actions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import signal
+import sys
+import traceback  # noqa: F401 - imported before confinement: error descriptions use it
+
+from envs.coded import CallStepper, describe_agent_error, spec_of
+from envs.game_api import GameAPI
+from sandbox import confine
+from sandbox.loader import load_coded_actions, load_shaping
+from sandbox.namespace import CodeLoadError
+from sandbox.lint import UnsafeCodeError, checker_disabled
+from sandbox.wire import MAX_TO_CHILD, FrameReader, obs_from_wire, write_frame
+
+REQUEST_IN, REPLY_OUT = 0, 1
+PRINT_CAP = 500  # characters of one printed line that cross
+TEXT_CAP = 8192  # characters of an error that cross (the host caps again at what a model reads)
+TIMER_SHARE = 0.8  # of the host's deadline: the code is interrupted (with its line) before it is killed
+
+
+class CodeTimeout(Exception):
+    """The agent's code ran too long without answering (raised where it was, so the error has its line)."""
+
+
+@contextlib.contextmanager
+def interrupt_after(seconds: float):
+    """A courtesy for honest code: an endless loop gets an error naming its line. Code that catches it is
+    killed by the host at the deadline all the same."""
+    def on_alarm(signum, frame):
+        raise CodeTimeout(f"no action yielded within {seconds:g} s (an endless loop?)")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+class Server:
+    def __init__(self, reader: FrameReader):
+        self.reader = reader
+        self.timer_s = 1.0
+        self.game = GameAPI()
+        self.stepper = CallStepper([])
+        self.shaping = None
+        self.shaping_source: str | None = None
+
+    def send(self, message: dict) -> None:
+        write_frame(REPLY_OUT, message)
+
+    def on_print(self, text: str) -> None:
+        self.send({"print": text[:PRINT_CAP]})
+
+    def load(self, job: dict) -> dict:
+        limits = job["limits"]
+        self.timer_s = TIMER_SHARE * float(limits["step_timeout_s"])
+        applied = confine.confine(int(limits["memory_mb"]), int(limits["cpu_s"]), int(limits["file_size_mb"]))
+        missing = {k: v for k, v in applied.items() if v is not True}
+        if job.get("strict") and missing:  # strict: no agent code runs with a layer missing
+            return {"r": "refused", "v": missing, "layers": applied}
+        try:
+            if job.get("lint", True):
+                return self._load(job, applied)
+            with checker_disabled():
+                return self._load(job, applied)
+        except UnsafeCodeError as exc:
+            return {"r": "unsafe", "v": str(exc), "layers": applied}
+        except CodeLoadError as exc:
+            return {"r": "load", "v": str(exc), "layers": applied}
+        except MemoryError:
+            return {"r": "load", "v": "MemoryError: the code's top level ran out of memory", "layers": applied}
+
+    def _load(self, job: dict, applied: dict) -> dict:
+        actions = []
+        for i, source in enumerate(job.get("sources") or []):
+            try:
+                actions += load_coded_actions(source, output=self.on_print)
+            except (UnsafeCodeError, CodeLoadError) as exc:
+                prefix = f"source {i + 1}: " if len(job["sources"]) > 1 else ""
+                raise type(exc)(*([[prefix + v for v in exc.violations]] if isinstance(exc, UnsafeCodeError)
+                                  else [prefix + str(exc)])) from None
+        self.stepper = CallStepper(actions)
+        if job.get("shaping"):
+            self.shaping_source = job["shaping"]
+            self.shaping = load_shaping(self.shaping_source, output=self.on_print)
+        specs = [vars(spec_of(a)) for a in actions]
+        return {"r": "loaded", "v": specs, "layers": applied}
+
+    def sync(self, request: dict) -> None:
+        update = request.get("sync")
+        if update:
+            update = dict(update, observe=[obs_from_wire(o) for o in update["observe"]])
+            self.game._apply(update)
+
+    def handle(self, request: dict) -> dict:
+        try:
+            with interrupt_after(self.timer_s):
+                reply = self._handle(request)
+        except CodeTimeout as exc:  # raised between the agent's frames, outside their own handlers
+            return {"r": "error", "v": str(exc)}
+        except Exception as exc:  # e.g. an object of the agent's whose text representation raises
+            return {"r": "error", "v": f"the code's answer could not be read ({type(exc).__name__})"}
+        if isinstance(reply["v"], str):
+            reply["v"] = reply["v"][:TEXT_CAP]
+        return reply
+
+    def _handle(self, request: dict) -> dict:
+        op = request.get("op")
+        self.sync(request)
+        if op == "begin":
+            kind, value = self.stepper.begin(str(request["name"]), self.game)
+        elif op == "advance":
+            kind, value = self.stepper.advance()
+        elif op == "finish":
+            self.stepper.finish()
+            kind, value = "ok", None
+        elif op == "mask":
+            kind, value = "mask", self.stepper.mask(self.game)
+        elif op == "shape":
+            kind, value = self.shape(request["prev"], request["curr"])
+        else:
+            kind, value = "error", f"unknown request {op!r}"
+        return {"r": kind, "v": value}
+
+    def shape(self, prev: dict, curr: dict) -> tuple[str, object]:
+        if self.shaping is None:
+            return "error", "no shaping function was loaded"
+        views = [{"inventory": dict(s["inventory"]), "achievements": frozenset(s["achievements"])}
+                 for s in (prev, curr)]
+        try:
+            value = float(self.shaping(*views))
+        except Exception as exc:
+            return "error", f"the shaping function raised {type(exc).__name__}: {describe_agent_error(exc, self.shaping_source)}"
+        if not math.isfinite(value):
+            return "error", f"the shaping function returned {value}; it must return a finite float"
+        return "value", value
+
+
+def main() -> int:
+    reader = FrameReader(REQUEST_IN, MAX_TO_CHILD)
+    server = Server(reader)
+    write_frame(REPLY_OUT, {"ready": True})
+    job = reader.read(None)
+    reply = server.load(job)
+    reply["id"] = job.get("id")
+    server.send(reply)
+    while True:
+        request = reader.read(None)  # the host closing the pipe ends this process (ProtocolError)
+        reply = server.handle(request)
+        reply["id"] = request.get("id")
+        server.send(reply)
+
+
+def run() -> None:
+    try:
+        sys.exit(main())
+    except Exception:  # noqa: BLE001 - the host reads the end of the pipe as the end of this process
+        sys.exit(1)

@@ -1,0 +1,379 @@
+"""The trusted side of the boundary: `AgentCode`, the handle through which every path runs agent code.
+
+    with AgentCode([source]) as code:               # checked and loaded in a sandbox process
+        outcome = code.execute(env, "chop_tree")    # the env steps here; the code only names actions
+        mask = code.mask(env.game)                  # preconditions, evaluated over there
+
+The environment, the reward, the step count and the achievements stay in this process. The sandbox
+process (sandbox.child) holds a mirror of the game API, kept in step with observations sent as data,
+and answers each request with data: an action name, the end of a call, an error, a mask, a number.
+Every answer is awaited with a deadline and size-capped; a process that misses a deadline, breaks the
+protocol or dies is killed with its whole group, the call ends with an error the model can read, and
+the next request starts a fresh process (up to `max_restarts` times) that is brought back in step.
+
+Policy: by default a run goes on with the isolation layers the machine offers and says once which
+are missing; with RLGPT_SANDBOX=strict (`--sandbox strict`) it refuses to run agent code without
+all of them (`SandboxUnavailable`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
+
+from envs.coded import ActionSpec, OptionOutcome, Reply, run_option
+from sandbox import launch
+from sandbox.lint import lint_enforced
+from sandbox.wire import MAX_FROM_CHILD, FrameReader, ProtocolError, clean_text, obs_to_wire, write_frame
+
+log = logging.getLogger("rlgpt.sandbox")
+MODE_ENV = "RLGPT_SANDBOX"
+MODES = ("default", "strict")
+STARTUP_TIMEOUT_S = 60.0   # interpreter and imports on a loaded machine: not the code's time
+MAX_PRINTS_PER_REQUEST = 200
+_warned: set[str] = set()
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    step_timeout_s: float = 2.0    # agent code between two answers (one yield, a mask, a shaping value)
+    load_timeout_s: float = 10.0   # the sources' top level
+    memory_mb: int = 512           # address space on top of the loaded interpreter
+    cpu_s: int = 3600              # CPU time of the whole process: a backstop should this process die
+    file_size_mb: int = 1          # the largest file it may write (it can open none)
+    max_restarts: int = 20         # fresh processes after kills before the code is given up
+
+    def __post_init__(self):
+        for name in ("step_timeout_s", "load_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.memory_mb < 16:
+            raise ValueError(f"memory_mb must be >= 16, got {self.memory_mb}")
+        if self.cpu_s < 1 or self.file_size_mb < 1 or self.max_restarts < 0:
+            raise ValueError("cpu_s and file_size_mb must be >= 1 and max_restarts >= 0")
+
+
+class CodeRejected(ValueError):
+    """The sources did not load: `kind` is "unsafe" (the lint), "load" (the top level failed or defines
+    no coded action) or "timeout" (the top level ran too long). The message is the model's to read."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+class SandboxUnavailable(RuntimeError):
+    """The sandbox process could not be started, or (strict mode) an isolation layer is missing."""
+
+
+def mode() -> str:
+    value = os.environ.get(MODE_ENV, "default")
+    if value not in MODES:
+        raise SandboxUnavailable(f"{MODE_ENV}={value!r}: choose one of {', '.join(MODES)}")
+    return value
+
+
+class AgentCode:
+    """Agent-written coded actions (and optionally a reward-shaping function) behind the boundary."""
+
+    def __init__(self, sources: list[str] | tuple[str, ...] = (), shaping: str | None = None,
+                 limits: SandboxLimits | None = None):
+        self.sources = [s for s in sources]
+        self.shaping_source = shaping
+        self.limits = limits or SandboxLimits()
+        self.specs: list[ActionSpec] = []
+        self.layers: dict[str, object] = {}
+        self.restarts = 0
+        self.last_failure: str | None = None
+        self.last_failure_timed_out = False
+        self._proc = None
+        self._reader: FrameReader | None = None
+        self._point = None            # the game state the process's mirror is at
+        self._open_call = False
+        self._next_id = 0
+        self._on_print: Callable[[str], None] | None = None
+        self._prints = 0
+        self._start(first=True)
+
+    # ---- what the code defines ------------------------------------------------------------
+
+    @property
+    def names(self) -> list[str]:
+        return [s.name for s in self.specs]
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None
+
+    # ---- the driver interface of envs.coded.run_option ------------------------------------
+
+    def begin(self, name: str, game) -> Reply:
+        if not self._ensure():
+            return "error", self.last_failure
+        return self._call_step(self._ask({"op": "begin", "name": name}, game))
+
+    def advance(self, game) -> Reply:
+        return self._call_step(self._ask({"op": "advance"}, game))
+
+    def _call_step(self, answer: Reply | None) -> Reply:
+        """A call's answer, checked: an action name, the end, or an error text; anything else ends it."""
+        if answer is not None and not _is_call_step(answer):
+            self._fail(f"the sandbox answered a call with {clean_text(answer, 200)}")
+            answer = None
+        self._open_call = answer is not None and answer[0] == "act"
+        return answer or ("error", self.last_failure)
+
+    def finish(self) -> None:
+        if self._open_call and self._proc is not None:
+            self._open_call = False
+            self._ask({"op": "finish"}, None)
+
+    def execute(self, env, name: str, gamma: float = 0.99, max_steps: int | None = None,
+                on_step: Callable | None = None, on_print: Callable[[str], None] | None = None) -> OptionOutcome:
+        """One call of coded action `name` in `env`, stepped here (envs.coded.run_option)."""
+        spec = next((s for s in self.specs if s.name == name), None)
+        limit = max_steps if max_steps is not None else (spec.max_steps if spec else 1)
+        self._on_print = on_print
+        try:
+            return run_option(env, self, name, gamma=gamma, on_step=on_step, max_steps=limit)
+        finally:
+            self._on_print = None
+
+    # ---- preconditions and shaping ----------------------------------------------------------
+
+    def mask(self, game) -> list[bool]:
+        """Whether each coded action's precondition holds now. An action without one is always allowed
+        (no round trip when none has one); a broken sandbox allows none of them."""
+        if not any(s.has_precondition for s in self.specs):
+            return [True] * len(self.specs)
+        if self._ensure():
+            answer = self._ask({"op": "mask"}, game)
+            if answer is not None and answer[0] == "mask" and _is_mask(answer[1], len(self.specs)):
+                return [bool(v) for v in answer[1]]
+            if answer is not None:
+                self._fail(f"the sandbox answered a mask request with {clean_text(answer, 200)}")
+        return [False] * len(self.specs)
+
+    def shape(self, prev: dict[str, Any], curr: dict[str, Any]) -> float:
+        """The shaping bonus for one step; RuntimeError (with the agent's error) when it cannot be had."""
+        if self.shaping_source is None:
+            raise RuntimeError("no shaping function was loaded")
+        if not self._ensure():
+            raise RuntimeError(f"the shaping function cannot run: {self.last_failure}")
+        answer = self._ask({"op": "shape", "prev": _shaping_view(prev), "curr": _shaping_view(curr)}, None)
+        if answer is None:
+            raise RuntimeError(f"the shaping function failed: {self.last_failure}")
+        kind, value = answer
+        if kind == "value" and isinstance(value, (int, float)) and math.isfinite(value):
+            return float(value)
+        raise RuntimeError(clean_text(value) if kind == "error" else f"the shaping function answered {kind!r}")
+
+    # ---- life of the process ----------------------------------------------------------------
+
+    def close(self) -> None:
+        if self._proc is not None:
+            launch.stop_process(self._proc)
+        self._proc, self._reader, self._point = None, None, None
+
+    def __enter__(self) -> "AgentCode":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def _ensure(self) -> bool:
+        if self._proc is not None:
+            return True
+        if self.restarts >= self.limits.max_restarts:
+            self.last_failure = (f"{self.last_failure}; the sandbox was restarted {self.restarts} times, so "
+                                 "this code is not run any more") if "not run any more" not in str(self.last_failure) \
+                else self.last_failure
+            return False
+        self.restarts += 1
+        try:
+            self._start(first=False)
+        except (CodeRejected, SandboxUnavailable) as exc:
+            self.last_failure = clean_text(str(exc))
+            return False
+        return True
+
+    def _start(self, first: bool) -> None:
+        strict = mode() == "strict"
+        ok, problem = launch.namespaces_available()
+        if strict and not ok:
+            raise SandboxUnavailable(f"--sandbox strict: {problem}")
+        try:
+            self._proc = launch.start_process()
+        except OSError as exc:
+            raise SandboxUnavailable(f"the sandbox process could not be started: {exc}") from exc
+        self._reader = FrameReader(self._proc.stdout.fileno(), MAX_FROM_CHILD)
+        os.set_blocking(self._proc.stdin.fileno(), False)
+        try:
+            ready = self._reader.read(time.monotonic() + STARTUP_TIMEOUT_S)
+            if ready.get("ready") is not True:
+                raise ProtocolError("no ready message")
+        except ProtocolError as exc:
+            details = self._stderr_tail()
+            self.close()
+            raise SandboxUnavailable(f"the sandbox process did not start ({exc}){details}") from None
+        job = {"op": "load", "limits": asdict(self.limits), "sources": self.sources,
+               "shaping": self.shaping_source, "lint": lint_enforced(), "strict": strict}
+        answer = self._ask(job, None, timeout=self.limits.load_timeout_s, kind="load")
+        if answer is None:
+            kind = "timeout" if self.last_failure_timed_out else "load"
+            raise CodeRejected(kind, f"the code could not be loaded: {self.last_failure}")
+        kind, value = answer
+        if kind == "refused":
+            self.close()
+            raise SandboxUnavailable(f"--sandbox strict: isolation layers missing: {clean_text(value, 500)}")
+        if kind in ("unsafe", "load"):
+            self.close()
+            raise CodeRejected(kind, clean_text(value))
+        specs = _specs(value)
+        if kind != "loaded" or specs is None:
+            self.close()
+            raise CodeRejected("load", f"the sandbox answered the load with {clean_text(answer, 300)}")
+        if first:
+            self.specs = specs
+        elif [s.name for s in specs] != self.names:
+            self.close()
+            raise CodeRejected("load", "the code defined different actions when it was loaded again")
+        self._report_layers(ok, problem)
+
+    def _report_layers(self, namespaces: bool, problem: str) -> None:
+        self.layers = {"namespaces": namespaces or problem, **self.layers_reported}
+        missing = sorted(k for k, v in self.layers.items() if v is not True)
+        key = ",".join(missing)
+        if missing and key not in _warned:
+            _warned.add(key)
+            reasons = "; ".join(f"{k}: {self.layers[k]}" for k in missing if self.layers[k] is not False)
+            log.warning("agent code runs without these sandbox layers: %s%s (docs/security.md; "
+                        "--sandbox strict refuses to run without them)", ", ".join(missing),
+                        f" ({reasons})" if reasons else "")
+
+    # ---- one request ------------------------------------------------------------------------
+
+    def _ask(self, message: dict, game, timeout: float | None = None, kind: str = "request") -> Reply | None:
+        """Send one request (bringing the mirror in step with `game` first) and read its answer; None when
+        the process failed (then it is stopped and `last_failure` says why)."""
+        if self._proc is None:
+            return None
+        if game is not None:
+            point = game._sync_point()
+            update = game._catch_up(self._point)
+            if update is not None:
+                message = dict(message, sync=dict(update, observe=[obs_to_wire(o) for o in update["observe"]]))
+        self._next_id += 1
+        message = dict(message, id=self._next_id)
+        timeout = timeout or self.limits.step_timeout_s
+        deadline = time.monotonic() + timeout
+        try:
+            write_frame(self._proc.stdin.fileno(), message, deadline)
+            while True:
+                answer = self._reader.read(deadline)
+                if "print" in answer:
+                    self._printed(answer["print"])
+                    continue
+                break
+        except ProtocolError as exc:
+            self.last_failure_timed_out = exc.timed_out
+            if exc.timed_out:
+                self._fail(f"no answer within {timeout:g} s: an endless loop, or code that does not yield"
+                           if kind == "request" else f"timed out after {timeout:g} s while loading: the top level never finished")
+            else:
+                self._fail(f"the sandbox process failed ({exc}){self._exit_note()}")
+            return None
+        if answer.get("id") != self._next_id or not isinstance(answer.get("r"), str):
+            self._fail("the sandbox process answered out of turn (the code wrote to its channel)")
+            return None
+        if kind == "load":
+            self.layers_reported = answer.get("layers") if isinstance(answer.get("layers"), dict) else {}
+        if game is not None:
+            self._point = point
+        value = answer.get("v")
+        return answer["r"], clean_text(value) if isinstance(value, str) else value
+
+    def _printed(self, text: Any) -> None:
+        self._prints += 1
+        if self._on_print is not None and self._prints <= MAX_PRINTS_PER_REQUEST * 50:
+            self._on_print(clean_text(text, 500))
+
+    def _fail(self, reason: str) -> None:
+        self.last_failure = clean_text(reason)
+        self._open_call = False
+        self.close()
+
+    def _exit_note(self) -> str:
+        if self._proc is None:
+            return ""
+        try:
+            code = self._proc.wait(timeout=1)
+        except Exception:
+            return ""
+        if code is not None and code < 0:
+            import signal
+
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            hint = " (over the CPU-time limit)" if name == "SIGXCPU" else (
+                " (over the file-size limit)" if name == "SIGXFSZ" else "")
+            return f"; it was killed by {name}{hint}"
+        return f"; it exited with code {code}" if code is not None else ""
+
+    def _stderr_tail(self) -> str:
+        handle = getattr(self._proc, "stderr_file", None)
+        if handle is None:
+            return ""
+        try:
+            handle.seek(0)
+            tail = handle.read()[-600:].decode("utf-8", "replace").strip()
+        except OSError:
+            return ""
+        return f": {clean_text(tail, 600)}" if tail else ""
+
+    layers_reported: dict = {}
+
+
+def _is_call_step(answer: Reply) -> bool:
+    kind, value = answer
+    if kind == "end":
+        return value is None
+    return kind in ("act", "error", "precondition") and isinstance(value, str)
+
+
+def _is_mask(value: Any, n: int) -> bool:
+    return isinstance(value, list) and len(value) == n and all(isinstance(v, bool) for v in value)
+
+
+def _specs(value: Any) -> list[ActionSpec] | None:
+    if not isinstance(value, list):
+        return None
+    specs = []
+    for item in value:
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"].isidentifier():
+            return None
+        steps = item.get("max_steps")
+        if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+            return None
+        specs.append(ActionSpec(name=item["name"], max_steps=steps, has_precondition=bool(item.get("has_precondition")),
+                                doc=clean_text(item.get("doc", ""), 1000),
+                                declared_max_steps=bool(item.get("declared_max_steps"))))
+    names = [s.name for s in specs]
+    return specs if len(set(names)) == len(names) else None
+
+
+def _shaping_view(snapshot: dict[str, Any]) -> dict[str, Any]:
+    return {"inventory": {str(k): int(v) for k, v in dict(snapshot.get("inventory", {})).items()},
+            "achievements": sorted(str(a) for a in snapshot.get("achievements", ()))}

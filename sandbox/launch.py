@@ -1,0 +1,154 @@
+"""How a sandbox process starts: the command, an empty environment, namespaces where bubblewrap works.
+
+The process is `python -I -B -c BOOT ROOT` (isolated mode: no PYTHON* variables, no user site), with no
+inherited environment variable, in a new session (its own process group, no controlling terminal), and
+with stdin/stdout as its only channel. Where `bwrap` is installed and allowed to make namespaces (as
+root, or as a user where unprivileged user namespaces are enabled), it runs inside new user, PID,
+network, IPC, UTS and mount namespaces whose file system holds only the read-only Python runtime and
+the two project packages the child imports (`envs`, `sandbox`): no home folder, no checkout, no
+results, no /etc. Elsewhere it runs without them and says so (see sandbox.host for the policy).
+
+A started process only imports and waits for its job, so one is kept started ahead (a spare): a code
+test then does not wait for the interpreter and numpy to load.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import weakref
+from pathlib import Path
+
+PROJECT_ROOT = str(Path(__file__).resolve().parents[1])
+CHILD_PACKAGES = ("envs", "sandbox")
+BOOT = ("import sys; sys.path[:0] = sys.argv[1:]\n"
+        "from sandbox.child import run\n"
+        "run()")
+# Not secrets: one thread per numeric library, and the machine's OpenBLAS settings where it has them.
+_PASSED_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+_THREAD_ENV = {k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")}
+
+_live: "weakref.WeakSet[subprocess.Popen]" = weakref.WeakSet()
+_lock = threading.Lock()
+_spare: subprocess.Popen | None = None
+_spare_owner = 0
+_bwrap_ok: bool | None = None
+_bwrap_problem = ""
+
+
+def child_env() -> dict[str, str]:
+    env = dict(_THREAD_ENV)
+    env.update({k: os.environ[k] for k in _PASSED_ENV if k in os.environ})
+    return env
+
+
+def _runtime_dirs() -> list[str]:
+    """Directories the child's Python needs to read: the interpreter's prefixes and site-packages."""
+    dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+            str(Path(os.path.realpath(sys.executable)).parent.parent)}
+    dirs |= {p for p in sys.path if p and "-packages" in p and os.path.isdir(p)}
+    kept = sorted(d for d in dirs if os.path.isdir(d) and not d.startswith("/usr/"))
+    # drop a directory already inside another bound one
+    return [d for d in kept if not any(d != o and d.startswith(o.rstrip("/") + "/") for o in kept)]
+
+
+def bwrap_command() -> list[str]:
+    args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--uid", "65534", "--gid", "65534",
+            "--ro-bind", "/usr", "/usr"]
+    for top in ("/lib", "/lib64", "/lib32", "/bin", "/sbin"):
+        if os.path.islink(top):
+            args += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            args += ["--ro-bind", top, top]
+    for path in _runtime_dirs():
+        args += ["--ro-bind", path, path]
+    for package in CHILD_PACKAGES:
+        path = os.path.join(PROJECT_ROOT, package)
+        args += ["--ro-bind", path, path]
+    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/"]
+    return args
+
+
+def namespaces_available() -> tuple[bool, str]:
+    """(bwrap works here, why not). Probed once per process with a trivial command."""
+    global _bwrap_ok, _bwrap_problem
+    if _bwrap_ok is None:
+        if shutil.which("bwrap") is None:
+            _bwrap_ok, _bwrap_problem = False, "bubblewrap (bwrap) is not installed"
+        else:
+            try:
+                probe = subprocess.run([*bwrap_command(), "--", sys.executable, "-I", "-c", "pass"],
+                                       env=child_env(), capture_output=True, timeout=30)
+                _bwrap_ok = probe.returncode == 0
+                _bwrap_problem = "" if _bwrap_ok else ("bwrap cannot create namespaces here: "
+                                                       + probe.stderr.decode(errors="replace").strip()[:300])
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                _bwrap_ok, _bwrap_problem = False, f"bwrap failed to start ({exc})"
+    return _bwrap_ok, _bwrap_problem
+
+
+def command() -> list[str]:
+    python = [sys.executable, "-I", "-B", "-c", BOOT, PROJECT_ROOT]
+    ok, _ = namespaces_available()
+    return [*bwrap_command(), "--", *python] if ok else python
+
+
+def _start() -> subprocess.Popen:
+    import tempfile
+
+    stderr = tempfile.TemporaryFile()  # the child's stray output, read back when it fails
+    proc = subprocess.Popen(command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+                            env=child_env(), cwd="/", start_new_session=True, close_fds=True)
+    proc.stderr_file = stderr  # type: ignore[attr-defined]
+    proc.owner_pid = os.getpid()  # type: ignore[attr-defined]
+    _live.add(proc)
+    return proc
+
+
+def start_process() -> subprocess.Popen:
+    """A started sandbox process (the spare when there is a live one), and a new spare behind it."""
+    global _spare, _spare_owner
+    with _lock:
+        proc = _spare if _spare is not None and _spare_owner == os.getpid() and _spare.poll() is None else None
+        _spare = None
+        if proc is None:
+            proc = _start()
+        _spare, _spare_owner = _start(), os.getpid()
+    return proc
+
+
+def stop_process(proc: subprocess.Popen) -> None:
+    """Kill the process's whole group and reap it (only from the process that started it: a forked
+    worker's copy of the handle must leave the parent's sandbox alone)."""
+    if getattr(proc, "owner_pid", None) != os.getpid():
+        return
+    for pipe in (proc.stdin, proc.stdout):
+        try:
+            if pipe is not None:
+                pipe.close()
+        except OSError:
+            pass
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, 9)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            proc.kill()
+        except ProcessLookupError:
+            pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+    _live.discard(proc)
+
+
+@atexit.register
+def _stop_all() -> None:
+    for proc in list(_live):
+        stop_process(proc)

@@ -1,0 +1,142 @@
+"""The data-only protocol across the trust boundary: length-prefixed JSON frames, read with a deadline.
+
+Nothing that crosses the boundary is ever unpickled or evaluated: a frame is a 4-byte big-endian length
+and that many bytes of UTF-8 JSON. The reader refuses a frame over its size cap and gives up at its
+deadline, also in the middle of a frame, so a child that sends half a message cannot block the parent.
+
+Observations cross as plain dicts (`obs_to_wire` / `obs_from_wire`). Text that came from the untrusted
+side goes through `clean_text` before a model or a terminal sees it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import struct
+import time
+from typing import Any
+
+import numpy as np
+
+from envs.observation import VIEW_HEIGHT, VIEW_WIDTH, PlayerObservation
+
+HEADER = struct.Struct(">I")
+MAX_FROM_CHILD = 1 << 20      # a reply, a print line or an error: far below this when honest
+MAX_TO_CHILD = 16 << 20       # sources (<= 100,000 chars each) and a full game-state sync
+REPORT_TEXT_CAP = 4096        # what one error or trace may put in front of a model
+
+
+class ProtocolError(Exception):
+    """The other side broke the protocol: oversized, malformed or late (`timed_out`) message, or it left."""
+
+    def __init__(self, message: str, timed_out: bool = False):
+        super().__init__(message)
+        self.timed_out = timed_out
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    body = json.dumps(message, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    return HEADER.pack(len(body)) + body
+
+
+def decode(body: bytes) -> dict[str, Any]:
+    try:
+        message = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ProtocolError(f"a message that is not JSON ({type(exc).__name__})") from None
+    if not isinstance(message, dict):
+        raise ProtocolError(f"a message that is not a JSON object ({type(message).__name__})")
+    return message
+
+
+class FrameReader:
+    """Reads frames from a file descriptor with a deadline on every read and a cap on every frame."""
+
+    def __init__(self, fd: int, max_bytes: int):
+        self.fd = fd
+        self.max_bytes = max_bytes
+        self._buffer = bytearray()
+
+    def read(self, deadline: float | None) -> dict[str, Any]:
+        """The next frame; `deadline` is a time.monotonic() value (None: wait as long as it takes)."""
+        size = None
+        while True:
+            if size is None and len(self._buffer) >= HEADER.size:
+                (size,) = HEADER.unpack_from(self._buffer)
+                if size > self.max_bytes:
+                    raise ProtocolError(f"a message of {size:,} bytes, over the cap of {self.max_bytes:,}")
+            if size is not None and len(self._buffer) >= HEADER.size + size:
+                body = bytes(self._buffer[HEADER.size:HEADER.size + size])
+                del self._buffer[:HEADER.size + size]
+                return decode(body)
+            self._fill(deadline)
+
+    def _fill(self, deadline: float | None) -> None:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.fd], [], [], left)[0]:
+                raise ProtocolError("no answer before the deadline", timed_out=True)
+        try:
+            chunk = os.read(self.fd, 1 << 16)
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            raise ProtocolError(f"the channel broke ({exc})") from None
+        if not chunk:
+            raise ProtocolError("the other side closed the channel")
+        self._buffer += chunk
+
+
+def write_frame(fd: int, message: dict[str, Any], deadline: float | None = None) -> None:
+    """Write one frame; with a deadline the fd must be non-blocking, and a reader that stops reading
+    cannot hold the writer past it."""
+    data = memoryview(encode(message))
+    while data:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([], [fd], [], left)[1]:
+                raise ProtocolError("the other side stopped reading", timed_out=True)
+        try:
+            written = os.write(fd, data)
+        except BlockingIOError:
+            continue
+        except OSError as exc:
+            raise ProtocolError(f"the channel broke ({exc})") from None
+        data = data[written:]
+
+
+# ---- observations ---------------------------------------------------------------------------
+
+def obs_to_wire(obs: PlayerObservation) -> dict[str, Any]:
+    return {"m": obs.materials.astype(np.uint8).tobytes().hex(), "c": [list(c) for c in obs.creatures],
+            "i": dict(obs.inventory), "f": list(obs.facing), "p": list(obs.pos), "d": float(obs.daylight),
+            "s": bool(obs.sleeping), "t": int(obs.episode_step), "a": sorted(obs.achievements)}
+
+
+def obs_from_wire(data: dict[str, Any]) -> PlayerObservation:
+    materials = np.frombuffer(bytes.fromhex(data["m"]), dtype=np.uint8).reshape(VIEW_WIDTH, VIEW_HEIGHT).copy()
+    return PlayerObservation(
+        materials=materials, creatures=tuple((str(n), int(x), int(y)) for n, x, y in data["c"]),
+        inventory={str(k): int(v) for k, v in data["i"].items()}, facing=(int(data["f"][0]), int(data["f"][1])),
+        pos=(int(data["p"][0]), int(data["p"][1])), daylight=float(data["d"]), sleeping=bool(data["s"]),
+        episode_step=int(data["t"]), achievements=frozenset(str(a) for a in data["a"]))
+
+
+# ---- text from the untrusted side -----------------------------------------------------------
+
+# C0 and C1 control characters (ANSI/OSC escapes start with ESC or CSI), except tab and newline.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def clean_text(value: Any, cap: int = REPORT_TEXT_CAP) -> str:
+    """A string fit for a model or a terminal: control characters replaced, at most `cap` characters,
+    with the cut marked in the middle (the start names the error, the end holds the last events)."""
+    text = value if isinstance(value, str) else repr(value)
+    text = _CONTROL.sub("?", text)
+    if len(text) <= cap:
+        return text
+    marker = f"\n[... {len(text) - cap:,} characters cut ...]\n"
+    keep = max(0, cap - len(marker))
+    return text[:keep // 2] + marker + text[len(text) - (keep - keep // 2):]
