@@ -8,7 +8,7 @@ ARGS   ?=
 TORCH  ?= torch==2.13.0
 STAMP  := $(VENV)/.rlgpt-installed
 
-.PHONY: setup system-deps run test test-fast test-unprivileged draw bench clean
+.PHONY: setup system-deps run lint test test-fast test-unprivileged draw bench clean
 
 setup: $(STAMP) system-deps
 
@@ -32,9 +32,15 @@ $(STAMP): pyproject.toml
 run: setup
 	$(PY) -m graph.run "$(TASK)" $(ARGS)
 
-# The whole suite, including the integration test against a local llama.cpp server (built once),
+# ruff (pyflakes, pycodestyle, isort, bugbear, pyupgrade), mypy, and the layer contracts (pyproject.toml).
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+
+# Lint, the whole suite including the integration test against a local llama.cpp server (built once),
 # then the sandbox's tests again as the unprivileged user nobody (when run as root, as in CI).
-test: setup
+test: lint
 	bash .ci/install_llm.sh $(VENV)
 	$(PY) -m pytest -q $(ARGS)
 	bash .ci/test_unprivileged.sh

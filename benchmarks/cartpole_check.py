@@ -13,7 +13,8 @@ import sys
 import tempfile
 import time
 
-from rl.ppo import PPOSettings, train
+from rl.ppo import PPOSettings
+from rl.training import train
 
 TARGET = 475.0
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rl.config import RLConfig
 from rl.evaluate import evaluate_policy
-from rl.ppo import train
+from rl.training import train
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "prompts" / "examples"
 CODED = ("collect_wood", "place_table", "explore")

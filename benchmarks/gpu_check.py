@@ -20,7 +20,8 @@ import torch
 from benchmarks.coded_vs_plain import example_sources
 from rl.config import RLConfig
 from rl.evaluate import evaluate_policy
-from rl.ppo import load_policy, train
+from rl.policy_io import load_policy
+from rl.training import train
 
 
 def _train(cfg: RLConfig, device: str, steps: int, num_envs: int, mode: str):

@@ -5,6 +5,11 @@ Targets (issue 3): ours >= 0.7x raw and >= 1.5x stable-baselines3.
 
     python -m benchmarks.ppo_throughput [--task collect_diamond] [--steps 8192] [--num-envs 4] [--repeats 2]
                                         [--modes sync,batched,async,actors] [--sb3-vec dummy,subproc] [--device cpu]
+                                        [--coded]
+
+With --coded, our PPO is also measured with the offline expert's coded actions for the task in its action
+head (each env's code served by a sandbox process, sandbox.AgentCode), printed beside the plain figures.
+Its steps count every primitive step the coded calls take.
 
 Two raw figures are printed: one env stepped in this process (the env's own speed), and the same vector
 env our PPO uses, stepped with random actions (what PPO could reach with zero learning cost). On a
@@ -27,8 +32,10 @@ import torch
 
 from rl.config import RLConfig
 from rl.env_factory import CrafterFactory, EnvSource
-from rl.ppo import PPOSettings, make_vector_env, train
+from rl.ppo import PPOSettings
+from rl.training import train
 from rl.vector import BatchedVectorEnv, default_context, random_steps
+from rl.vector_modes import make_vector_env
 
 SB3_KIND = {"sync": "dummy", "batched": "subproc", "async": "subproc", "actors": "subproc"}
 
@@ -147,6 +154,8 @@ def main(argv=None) -> int:
     p.add_argument("--sb3-vec", default=None, help="SB3 vec envs to measure: dummy, subproc or both "
                                                    "(default: the kinds matching --modes)")
     p.add_argument("--device", default="cpu", help="torch device of both trainers (cpu, cuda)")
+    p.add_argument("--coded", action="store_true",
+                   help="also measure our PPO with the expert's coded actions in the action head")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     modes = args.modes.split(",")
@@ -154,6 +163,11 @@ def main(argv=None) -> int:
                  else sorted({SB3_KIND[m] for m in modes}, key=["dummy", "subproc"].index))
     cfg = RLConfig(task=args.task, max_episode_steps=args.max_episode_steps)
     factory = CrafterFactory(cfg.model_dump_json(), 0, 1, 0, 0.99)
+    coded_cfg = None
+    if args.coded:
+        from graph.evaluation.coded import coded_actions_for
+
+        coded_cfg = cfg.model_copy(update={"coded_actions": list(coded_actions_for(args.task).values())})
 
     warm_up_imports()
     try:
@@ -168,6 +182,8 @@ def main(argv=None) -> int:
         for mode in modes:
             figures[f"raw-{mode}"] = raw_vector_steps_per_s(cfg, args.steps, args.num_envs, mode)
             figures[mode] = ours_steps_per_s(cfg, args.steps, args.num_envs, mode, args.device)
+            if coded_cfg is not None:
+                figures[f"coded-{mode}"] = ours_steps_per_s(coded_cfg, args.steps, args.num_envs, mode, args.device)
         for kind in sb3_kinds:
             figures[f"sb3-{kind}"] = sb3_steps_per_s(cfg, args.steps, args.num_envs, kind, args.device)
         for k, v in figures.items():
@@ -187,6 +203,12 @@ def main(argv=None) -> int:
         vs_sb3 = f", {sps / best[f'sb3-{kind}']:.2f}x SB3-{kind}" if f"sb3-{kind}" in best else ""
         print(f"our PPO ({args.num_envs} envs, {mode:7s}): {sps:8.0f} steps/s = {sps / raw:.2f}x raw 1-env, "
               f"{sps / best[f'raw-{mode}']:.2f}x raw {mode}{vs_sb3}")
+    if coded_cfg is not None:
+        print()
+        for mode in modes:
+            sps = best[f"coded-{mode}"]
+            print(f"our PPO + {len(coded_cfg.coded_actions)} coded actions ({args.num_envs} envs, {mode:7s}): "
+                  f"{sps:8.0f} steps/s = {sps / raw:.2f}x raw 1-env, {sps / best[mode]:.2f}x our plain {mode}")
     top = max(modes, key=best.get)
     sb3_top = max((best[f"sb3-{k}"] for k in sb3_kinds), default=None)
     print(f"\nbest ours ({top}): {best[top] / raw:.2f}x raw 1-env, {best[top] / best[f'raw-{top}']:.2f}x raw "

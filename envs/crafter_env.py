@@ -10,6 +10,7 @@ from typing import Any
 
 import gymnasium as gym
 
+import envs.registration  # noqa: F401 - whatever builds a Crafter env can also gymnasium.make one
 from envs.base import Backend
 from envs.crafter_backend import PRIMITIVE_ACTIONS, CrafterBackend
 from envs.game_api import GameAPI

@@ -102,7 +102,8 @@ class GameAPI:
             return None
         missed = None if point is None or point[:2] != (self._identity, self._episode) else self._version - point[2]
         if missed is not None and 0 < missed <= len(self._recent):
-            return {"observe": list(self._recent)[-missed:]}
+            last = len(self._recent)
+            return {"observe": [self._recent[i] for i in range(last - missed, last)]}
         if self._version <= len(self._recent):
             return {"reset": self._seed, "observe": list(self._recent)}
         return {"state": {"seed": self._seed, "memory": self._memory.tobytes().hex(),

@@ -22,16 +22,21 @@ from typing import Any, Callable
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode
 
+from envs.tasks import get_task
 from graph.state import RLGPTState, initial_state
 from nodes.attempts import MEASURING_TOOLS, last_tool_round
 from nodes.critic import make_critic
 from nodes.executor import make_executor
 from nodes.fast import MAX_TOOL_ROUNDS, make_fast
-from nodes.limits import MAX_REPLANS, knob
 from nodes.planner import make_planner
 from nodes.report import make_report
+from nodes.settings import RunSettings
 from nodes.slow import make_slow
 from nodes.subtask import make_subtask
+
+# Re-plans the recursion limit is sized for: the default of RunSettings.max_replans, whatever a run's own
+# setting (graph.run lifts the limit far above this anyway).
+RECURSION_REPLANS = RunSettings.model_fields["max_replans"].default
 
 ROUTES: dict[str, tuple[str, ...]] = {
     "planner": ("subtask", "executor"),
@@ -67,8 +72,8 @@ def _route_after_tools(state: dict) -> str:
     return "critic" if names & set(MEASURING_TOOLS) else "fast"
 
 
-def build_graph(settings: Any, model: Any, checkpointer: Any = None, plugins: Any = None):
-    """The compiled graph. `model` is an AgentModel (nodes.models.make_model); `plugins` a
+def build_graph(settings: RunSettings, model: Any, checkpointer: Any = None, plugins: Any = None):
+    """The compiled graph. `model` is an AgentModel (nodes.model_factory.make_model); `plugins` a
     graph.plugins.Plugins (extra tools for the fast agent, extra nodes)."""
     tools = core_tools() + list(getattr(plugins, "tools", []) or [])
     names = [t.name for t in tools]
@@ -119,23 +124,20 @@ def _splice_plugins(builder: StateGraph, specs: list, core: set[str]) -> dict[st
     return tails
 
 
-def recursion_limit(settings: Any) -> int:
+def recursion_limit(settings: RunSettings) -> int:
     """Enough graph steps for every loop to reach its own limit first."""
-    inner, outer = int(knob(settings, "max_inner_iters", 3)), int(knob(settings, "max_outer_iters", 3))
+    inner, outer = settings.max_inner_iters, settings.max_outer_iters
     per_attempt = 2 * MAX_TOOL_ROUNDS + 3
     per_subtask = outer * (inner * per_attempt + 1) + 2
-    return 100 + 20 * per_subtask * (MAX_REPLANS + 1)
+    return 100 + 20 * per_subtask * (RECURSION_REPLANS + 1)
 
 
-def run_config(settings: Any) -> dict:
+def run_config(settings: RunSettings) -> dict:
     """The RunnableConfig to invoke the graph with (thread id for the checkpointer, recursion limit)."""
-    return {"configurable": {"thread_id": str(knob(settings, "run_id", "run"))},
-            "recursion_limit": recursion_limit(settings)}
+    return {"configurable": {"thread_id": settings.run_id}, "recursion_limit": recursion_limit(settings)}
 
 
-def start_state(settings: Any, task_text: str | None = None) -> RLGPTState:
+def start_state(settings: RunSettings, task_text: str | None = None) -> RLGPTState:
     """The input of a fresh run."""
-    from envs.tasks import get_task
-
     task = get_task(settings.task).name
     return initial_state(task, task_text or settings.task, int(settings.budget_steps))

@@ -21,8 +21,8 @@ def build_default_graph(with_plugins: bool = True) -> Any:
     """The compiled graph for default settings and the offline expert (no checkpointer)."""
     from graph.builder import build_graph
     from graph.plugins import load_plugins
-    from graph.settings import RunSettings
-    from nodes.models import make_model
+    from nodes.model_factory import make_model
+    from nodes.settings import RunSettings
 
     return build_graph(RunSettings(), make_model("expert"), plugins=load_plugins() if with_plugins else None)
 

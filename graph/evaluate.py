@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from graph.settings import VECTOR_MODE_CHOICES
 from graph.evaluation.tables import BUILDERS, TECH_TREE, EvalConfig, Runner, Table
+from nodes.settings import VECTOR_MODE_CHOICES
 
 QUICK = dict(budget=2_000, task_budget=2_000, episodes=3, train_steps=1_000, test_episodes=2,
              tasks=("collect_wood", "place_table", "make_wood_pickaxe"), ablation_task="collect_wood",

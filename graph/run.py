@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from sandbox.host import MODE_ENV as SANDBOX_MODE_ENV, MODES as SANDBOX_MODES
-from graph.settings import (VECTOR_MODE_CHOICES, RunSettings, SettingsError, list_run_ids, load_run_settings,
-                            make_settings, save_settings)
+from graph.settings import SettingsError, list_run_ids, load_run_settings, make_settings, save_settings
+from nodes.settings import CODE_TEST_EPISODES, VECTOR_MODE_CHOICES, RunSettings
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 RECURSION_LIMIT = 100_000  # the loops are bounded by the settings, not by LangGraph's step cap
@@ -51,8 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
                "Settings are taken from the defaults, then --config FILE, then the options given.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("task", nargs="?", help="task name or plain words, e.g. 'obtain diamond', 'harvest log', "
-                                           "'collect_wood' (default: collect_wood)")
-    p.add_argument("--env", choices=["crafter", "minedojo"], help="environment backend (default: crafter)")
+                                           f"'collect_wood' (default: {d['task'].default})")
+    p.add_argument("--env", choices=["crafter", "minedojo"], help=f"environment backend (default: {d['env'].default})")
     p.add_argument("--model", help="chat model name on an OpenAI-compatible server (needs OPENAI_API_KEY or "
                                    "OPENAI_BASE_URL); 'expert' or unset = the offline rule-based expert")
     p.add_argument("--budget-steps", type=int, metavar="N",
@@ -70,19 +70,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-episodes", type=int, metavar="N",
                    help=f"held-out episodes per success-rate measurement (default: {d['eval_episodes'].default})")
     p.add_argument("--test-episodes", type=int, metavar="N",
-                   help="code-test seeds per measurement (default: min(8, eval episodes))")
+                   help=f"code-test seeds per measurement (default: min({CODE_TEST_EPISODES}, eval episodes))")
     p.add_argument("--target-success", type=float, metavar="P",
                    help=f"success rate that passes an attempt outright (default: {d['target_success'].default})")
     p.add_argument("--max-replans", type=int, metavar="N",
                    help=f"re-plans after a subtask fails (default: {d['max_replans'].default})")
     p.add_argument("--skill-threshold", type=float, metavar="P",
                    help=f"success rate at which a skill is reused (default: {d['skill_threshold'].default})")
-    p.add_argument("--seed", type=int, help="training/code-test seed, below 1000000 (default: 0)")
+    p.add_argument("--seed", type=int, help=f"training/code-test seed, below 1000000 (default: {d['seed'].default})")
     p.add_argument("--vector-mode", choices=VECTOR_MODE_CHOICES,
                    help="how PPO steps its envs: sync (default; the same run on any machine) or actors "
                         "(fastest on many cores; docs/performance.md)")
     p.add_argument("--out", "--out-dir", dest="out_dir", type=Path, metavar="DIR",
-                   help="output folder for checkpoints, skills and reports (default: runs)")
+                   help=f"output folder for checkpoints, skills and reports (default: {d['out_dir'].default})")
     p.add_argument("--skills-dir", type=Path, metavar="DIR", help="skill library folder (default: OUT/skills)")
     p.add_argument("--run-id", help="name of a new run (default: TASK-DATE-TIME-XXXX)")
     p.add_argument("--config", type=Path, metavar="FILE", help="TOML or JSON file of settings (field = value)")
@@ -214,7 +214,7 @@ def _settings_from_args(args: argparse.Namespace) -> tuple[RunSettings, bool]:
 
 def _counters(values: dict[str, Any]):
     from graph.progress import Counters
-    from graph.report import usage_totals
+    from nodes.report import usage_totals
 
     plan = values.get("plan") or []
     i = int(values.get("subtask_index") or 0)
@@ -224,6 +224,12 @@ def _counters(values: dict[str, Any]):
                     inner_iter=int(values.get("inner_iter") or 0),
                     steps_spent=int(values.get("env_steps_spent") or 0),
                     model_calls=usage_totals(values.get("usage") or {})["calls"])
+
+
+def _out_option(settings: RunSettings) -> str:
+    """' --out DIR' for a resume hint, empty when the run is in the default output folder."""
+    default = RunSettings.model_fields["out_dir"].default
+    return "" if Path(settings.out_dir) == Path(default) else f" --out {settings.out_dir}"
 
 
 def _usage_of(model: Any) -> dict[str, Any] | None:
@@ -258,8 +264,10 @@ def execute(settings: RunSettings, resumed: bool, live: bool | None, task_text: 
     from graph.builder import build_graph, start_state
     from graph.plugins import PluginError, load_plugins
     from graph.progress import RunProgress
-    from graph.report import build_report, print_summary, write_report
-    from nodes.models import ModelConfigError, make_model
+    from graph.report import print_summary, write_report
+    from nodes.model_factory import make_model
+    from nodes.models import ModelConfigError
+    from nodes.report import build_report
 
     try:
         model = make_model(settings.model)
@@ -319,7 +327,7 @@ def execute(settings: RunSettings, resumed: bool, live: bool | None, task_text: 
         except KeyboardInterrupt:
             run_log.close()
             print(f"\nrun {settings.run_id} interrupted; resume with: python -m graph.run --resume "
-                  f"{settings.run_id}" + (f" --out {settings.out_dir}" if str(settings.out_dir) != "runs" else ""),
+                  f"{settings.run_id}{_out_option(settings)}",
                   file=sys.stderr)
             return EXIT_INTERRUPTED
         except Exception as e:
@@ -329,7 +337,7 @@ def execute(settings: RunSettings, resumed: bool, live: bool | None, task_text: 
             print(f"error: run {settings.run_id} failed{where}: {type(e).__name__}: {e}\n"
                   f"Every finished node is checkpointed; after fixing the cause, resume with: "
                   f"python -m graph.run --resume {settings.run_id}"
-                  + (f" --out {settings.out_dir}" if str(settings.out_dir) != "runs" else ""), file=sys.stderr)
+                  + _out_option(settings), file=sys.stderr)
             return EXIT_FAILED
         run_log.close()
         final = graph.get_state(config)
@@ -356,7 +364,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ[SANDBOX_MODE_ENV] = args.sandbox
     try:
         if args.list_runs:
-            return list_runs(args.out_dir or Path("runs"))
+            return list_runs(args.out_dir or RunSettings.model_fields["out_dir"].default)
         settings, resumed = _settings_from_args(args)
         return execute(settings, resumed, live=False if args.no_live else None, task_text=args.task)
     except RunError as e:

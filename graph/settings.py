@@ -1,129 +1,29 @@
-"""RunSettings: every knob of one run, validated, with errors that name the field.
+"""Settings of a run from the defaults, a config file and the command line; saved next to the run.
 
-The defaults are sized so that `python -m graph.run "harvest log"` with the offline expert
-finishes in a few minutes on two CPU cores; "obtain diamond" needs a larger `budget_steps`.
-Settings come from (lowest to highest priority) the defaults, an optional TOML/JSON config
-file, and the command line.
+The settings themselves (`RunSettings`, every field with its one default) live in nodes.settings,
+where the nodes read them. Here: merging the sources (lowest to highest priority: the defaults, an
+optional TOML/JSON config file, the command line) with errors that name the field and where its
+value came from, and writing/reading out_dir/RUN_ID/settings.json so that --resume rebuilds the
+same run.
 """
 
 from __future__ import annotations
 
 import json
-import re
-import secrets
-import time
 import tomllib
 from pathlib import Path
-from typing import Any, Literal, Mapping, get_args
+from typing import Any, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ValidationError
 
-SUPPORTED_ENVS = ("crafter", "minedojo")
-RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+from envs.tasks import get_task
+from nodes.settings import RunSettings, new_run_id
+
 SETTINGS_FILE = "settings.json"  # written into out_dir/RUN_ID/ so that --resume rebuilds the same run
 
 
 class SettingsError(ValueError):
     """Settings or a config file that cannot be used; the message names the field and the fix."""
-
-
-VectorMode = Literal["sync", "batched", "async", "actors"]  # rl.ppo's modes other than 'auto'
-VECTOR_MODE_CHOICES = get_args(VectorMode)
-
-
-class RunSettings(BaseModel):
-    """The configuration of one RL-GPT run (see docs/CONTRACTS.md, graph/)."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-    task: str = Field("collect_wood", description="task name or plain-words alias, e.g. 'obtain diamond'")
-    env: Literal["crafter", "minedojo"] = Field("crafter", description="environment backend")
-    model: str | None = Field(
-        None, description="model name for an OpenAI-compatible server; None or 'expert' = the offline "
-                          "rule-based expert (no language model)")
-    budget_steps: int = Field(
-        100_000, ge=100, le=1_000_000_000,
-        description="environment steps the whole run may spend (code tests, training and evaluation)")
-    max_outer_iters: int = Field(3, ge=1, le=50, description="slow-agent revisions of a decomposition")
-    max_inner_iters: int = Field(3, ge=1, le=50, description="fast-agent + critic refinements per decomposition")
-    max_wall_s: float = Field(900.0, gt=0, le=30 * 24 * 3600, description="wall-clock limit of the run, seconds")
-    max_model_calls: int = Field(300, ge=1, le=1_000_000, description="model calls the run may make")
-    seed: int = Field(0, ge=0, lt=1_000_000, description="training/code-test seed (below the evaluation seeds)")
-    eval_episodes: int = Field(10, ge=1, le=10_000, description="held-out episodes per success-rate measurement")
-    train_steps: int = Field(
-        20_000, ge=1_000, le=100_000_000,
-        description="environment steps one PPO training of a learned sub-action may use (capped by the budget)")
-    test_episodes: int | None = Field(
-        None, ge=1, le=1_000, description="code-test seeds per measurement (default: min(8, eval_episodes))")
-    vector_mode: VectorMode = Field(
-        "sync", description="how PPO trainings step their envs (rl.ppo): 'sync' replays the same on any machine; "
-                            "'actors' is the fastest on many cores but its runs depend on the core count")
-    target_success: float = Field(
-        0.9, ge=0.0, le=1.0, description="success rate at which an attempt passes outright (no more refining)")
-    max_replans: int = Field(1, ge=0, le=20, description="re-plans the planner may make after a subtask fails")
-    skill_threshold: float = Field(
-        0.5, ge=0.0, le=1.0, description="success rate at which a skill counts as passing and is reused")
-    out_dir: Path = Field(Path("runs"), description="folder for checkpoints, skills and reports")
-    skills_dir: Path | None = Field(
-        None, description="skill library folder; default out_dir/skills, shared by all runs in out_dir")
-    run_id: str = Field(default_factory=lambda: new_run_id(), description="name of this run (thread id)")
-
-    @field_validator("task")
-    @classmethod
-    def _known_task(cls, value: str) -> str:
-        from envs.tasks import get_task
-
-        return get_task(value).name  # UnknownTaskError is a ValueError that lists close matches
-
-    @field_validator("env")
-    @classmethod
-    def _available_env(cls, value: str) -> str:
-        if value != "crafter":  # building a backend is the honest availability check; Crafter always is
-            from envs.registry import BackendUnavailable, make_backend
-
-            try:
-                make_backend(value)
-            except BackendUnavailable as exc:
-                raise ValueError(str(exc)) from None
-        return value
-
-    @field_validator("model")
-    @classmethod
-    def _model_name(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        value = value.strip()
-        return None if value == "" or value.lower() == "expert" else value
-
-    @field_validator("run_id")
-    @classmethod
-    def _run_id(cls, value: str) -> str:
-        if not RUN_ID_PATTERN.match(value):
-            raise ValueError("a run id is 1-100 characters of letters, digits, '_', '.', '-', "
-                             f"starting with a letter or digit; got {value!r}")
-        return value
-
-    @property
-    def run_dir(self) -> Path:
-        return self.out_dir / self.run_id
-
-    @property
-    def skills_path(self) -> Path:
-        return self.skills_dir if self.skills_dir is not None else self.out_dir / "skills"
-
-    @property
-    def checkpoint_path(self) -> Path:
-        return self.out_dir / "checkpoints.sqlite"
-
-    @property
-    def model_label(self) -> str:
-        return self.model or "expert (rule-based, no language model)"
-
-
-def new_run_id(task: str = "run") -> str:
-    """A readable, unique run id: task, UTC time, and a short random suffix."""
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    return f"{task}-{stamp}-{secrets.token_hex(2)}"
 
 
 def describe_errors(err: ValidationError, source: str | Mapping[str, str] = "") -> str:
@@ -189,8 +89,6 @@ def make_settings(config_file: str | Path | None = None, overrides: Mapping[str,
     if "run_id" not in values:
         task = values.get("task")
         try:
-            from envs.tasks import get_task
-
             values["run_id"] = new_run_id(get_task(task).name if task else "collect_wood")
         except ValueError:
             pass  # the task validator reports the bad task below

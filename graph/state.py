@@ -20,7 +20,7 @@ class RLGPTState(TypedDict, total=False):
     # -- the task and the plan --
     task: str                                # Crafter task name (resolved from the user's words)
     task_text: str                           # what the user typed
-    plan: list[dict]                         # graph.schemas.Subtask dumps, tech-tree order
+    plan: list[dict]                         # nodes.schemas.Subtask dumps, tech-tree order
     plan_reason: str
     subtask_index: int                       # index into plan of the subtask being solved
     replans: int                             # how many times the planner re-planned after a failure
@@ -28,7 +28,7 @@ class RLGPTState(TypedDict, total=False):
     route: str                               # where the last deciding node sends the run next
 
     # -- the current subtask's decomposition (slow agent) --
-    decomposition: Optional[dict]            # graph.schemas.Decomposition dump
+    decomposition: Optional[dict]            # nodes.schemas.Decomposition dump
     sub_action_index: int                    # the sub-action the fast agent works on
     feedback: Optional[dict]                 # the last Critique dump for the current sub-action
     best: dict                               # sub-action name -> best measured attempt (result dump)
@@ -56,7 +56,7 @@ class RLGPTState(TypedDict, total=False):
     stop_reason: Optional[str]               # why the loops stopped early, None when they finished
 
     # -- skills and outcome --
-    skills: dict[str, dict]                  # subtask name -> skill record (see nodes.skills_io)
+    skills: dict[str, dict]                  # subtask name -> nodes.skills.Skill dump (Skill.to_state)
     evaluation: Optional[dict]               # executor's held-out result
     usage: dict[str, Any]                    # per-role model calls and tokens
     report: Optional[dict]                   # the final report (also written to out_dir)

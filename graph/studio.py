@@ -14,7 +14,7 @@ from typing import Any
 from graph.builder import build_graph
 from graph.plugins import load_plugins
 from graph.settings import make_settings
-from nodes.models import make_model
+from nodes.model_factory import make_model
 
 
 def make_graph(config: Any = None) -> Any:

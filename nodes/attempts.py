@@ -8,6 +8,7 @@ otherwise (after a checkpoint round trip or from a tool that only returns JSON).
 
 from __future__ import annotations
 
+import ast
 import json
 from collections import Counter
 from typing import Any, Sequence
@@ -82,7 +83,7 @@ def summarise_code_runs(reports: list[dict], prerequisites: Sequence[str] = ()) 
     errors = [f"seed {r.get('seed')}: {r['error']}" for r in reports if r.get("error")]
     return {
         "kind": "code", "episodes": n, "successes": successes,
-        "success_rate": successes / n if n else 0.0,
+        "success_rate": successes / n if n else 0.0, "rate_source": "code_tests",
         "prerequisites": sorted(needed), "started": len(started),
         "success_given_start": started_ok / len(started) if started else None,
         "steps": sum(int(r.get("steps") or 0) for r in reports),
@@ -115,14 +116,16 @@ def rate_text(result: dict) -> str:
 
 def summarise_training(report: dict) -> dict[str, Any]:
     """The numbers of one PPO training the critic needs; the moving-window training success decides
-    (held-out evaluation seeds stay reserved for the final report)."""
-    rate = report.get("final_train_success_rate")
-    if rate is None:
-        rate = report.get("final_success_rate")
+    (held-out evaluation seeds stay reserved for the final report). Only a training that finished no
+    episode to rate falls back on PPO's own held-out evaluation, when the config asked for one;
+    `rate_source` says which of the two `success_rate` is."""
+    rate, source = report.get("final_train_success_rate"), "training"
+    if rate is None and report.get("final_success_rate") is not None:
+        rate, source = report.get("final_success_rate"), "held_out"
     curve = [p.get("success_rate") for p in report.get("learning_curve", []) if p.get("success_rate") is not None]
     return {
         "kind": "rl", "ok": bool(report.get("ok")),
-        "success_rate": float(rate or 0.0),
+        "success_rate": float(rate or 0.0), "rate_source": source,
         "steps": int(report.get("steps_used") or 0) + int(report.get("eval_steps") or 0),
         "curve_start": curve[0] if curve else None, "curve_end": curve[-1] if curve else None,
         "coded_action_counts": report.get("coded_action_counts", {}),
@@ -158,9 +161,8 @@ def steps_of(messages: Sequence[BaseMessage]) -> int:
 
 def split_functions(program: str) -> dict[str, str]:
     """Top-level functions of a program, name -> source (decorators included). Other top-level
-    statements (imports, constants) are prepended to every function so each piece runs alone."""
-    import ast
-
+    statements (imports, constants) are prepended to every function so each piece runs alone.
+    The one parser of a program's function names (a program that does not parse defines none)."""
     try:
         tree = ast.parse(program)
     except SyntaxError:

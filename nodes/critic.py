@@ -17,12 +17,18 @@ from typing import Any
 from langchain_core.messages import RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-from graph.schemas import Critique
+from envs.tasks import ACHIEVEMENTS
 from nodes.attempts import (CODE_TOOL, TRAIN_TOOL, judged_rate, last_tool_calls, last_tool_round, measure,
                             split_functions, steps_of)
-from nodes.limits import MIN_TRAIN_STEPS, budget_left, knob, limit_reached, skill_threshold, target_success
+from nodes.limits import MIN_TRAIN_STEPS, budget_left, limit_reached
+from nodes.schemas import Critique
+from nodes.settings import RunSettings
 from nodes.skills_io import prior_sources, save_skill, skill_from_attempt
 from prompts.templates import messages_for
+
+# result fields the critic is not shown: the artefacts, the per-seed detail, and the rate's label
+# (that one is for the skill record and the report; the critic's prompt stays as it was)
+HIDDEN_FROM_CRITIC = ("sources", "rl_config", "per_seed", "rate_source")
 
 
 def judged_sub_action(decomposition: dict) -> dict:
@@ -53,8 +59,6 @@ def _artefacts(state: dict, result: dict, judged: dict) -> dict:
 
 def prerequisite_achievements(state: dict) -> list[str]:
     """Achievements a code test of the current subtask passes through before the subtask's own turn."""
-    from envs.tasks import ACHIEVEMENTS
-
     return [p["subtask"] for p in prior_sources(state) if p["subtask"] in ACHIEVEMENTS]
 
 
@@ -66,11 +70,11 @@ def _best_by_kind(results: list[dict], subtask: str) -> dict[str, float]:
     return best
 
 
-def make_critic(settings: Any, model: Any):
-    target = target_success(settings)
-    threshold = skill_threshold(settings)
-    max_inner = int(knob(settings, "max_inner_iters", 3))
-    max_outer = int(knob(settings, "max_outer_iters", 3))
+def make_critic(settings: RunSettings, model: Any):
+    target = settings.target_success
+    threshold = settings.skill_threshold
+    max_inner = settings.max_inner_iters
+    max_outer = settings.max_outer_iters
 
     def critic(state: dict) -> dict:
         messages = state.get("messages", [])
@@ -89,7 +93,7 @@ def make_critic(settings: Any, model: Any):
         current = {**state, "env_steps_spent": spent, "best": best}
         context = {
             "subtask": subtask, "sub_action": {"name": judged["name"], "kind": judged["kind"]},
-            "result": {k: v for k, v in result.items() if k not in ("sources", "rl_config", "per_seed")},
+            "result": {k: v for k, v in result.items() if k not in HIDDEN_FROM_CRITIC},
             "target": target,
             "best_by_kind": {**{k: v for k, v in earlier.items()}, "rl_before": earlier.get("rl")},
             "inner_iter": state.get("inner_iter", 0), "max_inner_iters": max_inner,

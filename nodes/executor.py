@@ -10,33 +10,38 @@ interval. These steps are evaluation, reported apart from the training budget.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from envs.seeds import eval_seeds
 from envs.tasks import TASKS
-from sandbox import AgentCode, CodeRejected
-from nodes.limits import knob, skill_threshold
+from nodes.attempts import split_functions
+from nodes.settings import RunSettings
+from nodes.skills import Skill
 from nodes.skills_io import skill_from_best
+from prompts.fewshot import chain_as_action
+from rl.evaluate import wilson_interval
+from sandbox import AgentCode, CodeRejected
+
+SkillLike = Skill | Mapping[str, Any]  # a Skill, or its plain dump as the state holds it
 
 
 class _ChainStep:
     """One skill, loaded once and run in many episodes."""
 
-    def __init__(self, subtask: str, record: dict, seed: int, earlier: list[str] | None = None,
+    def __init__(self, subtask: str, skill: Skill, seed: int, earlier: list[str] | None = None,
                  pool: dict[str, str] | None = None, later: list[str] | None = None):
         self.subtask = subtask
         self.achievement = TASKS[subtask].achievement or subtask
-        self.kind = record["kind"]
+        self.kind = skill.kind
         if self.kind == "code":
-            source = "\n\n".join(record.get("sources") or [])
-            entry = record.get("entry")
+            source = "\n\n".join(skill.sources)
+            entry = skill.entry
             if pool and entry and entry != "main" and entry in pool:
                 # Play the entry as the code tests did: through the chain driver, with the earlier
                 # skills' actions at hand to gather what it lacks (a table needs more wood than the
                 # wood skill left behind), and the later subtasks named so that a station goes next
                 # to the stations they need (the furnace beside the table for the iron pickaxe).
-                from prompts.fewshot import chain_as_action
-
                 steps = [name for name in (earlier or []) if name in pool] + [entry]
                 entry = f"play_{subtask}"
                 source = chain_as_action(pool, steps, TASKS[subtask].max_steps, entry, after=later or ())
@@ -47,11 +52,11 @@ class _ChainStep:
                 raise ValueError(f"coded skill for {subtask} does not load: {exc}") from exc
             self.entry = entry if entry in self.code.names else self.code.names[-1]
         else:
-            from rl.policy_skill import PolicySkill
+            from rl.policy_skill import PolicySkill  # torch: only for a learned skill
 
-            if not record.get("policy_path"):
+            if not skill.policy_path:
                 raise ValueError(f"learned skill for {subtask} has no policy file")
-            self.policy = PolicySkill(record["policy_path"], seed=seed)
+            self.policy = PolicySkill(skill.policy_path, seed=seed)
 
     def run(self, env, max_steps: int) -> tuple[int, bool, str | None]:
         """(steps, episode ended, error) of running this skill from the env's current state."""
@@ -65,28 +70,25 @@ class _ChainStep:
         (self.code if self.kind == "code" else self.policy).close()
 
 
-def _load_chain(plan: list[dict], skills: dict[str, dict], seed: int) -> list[_ChainStep]:
+def _load_chain(plan: list[dict], skills: Mapping[str, SkillLike], seed: int) -> list[_ChainStep]:
     """The skills in plan order; each coded one sees every coded action the skills up to it define."""
-    from nodes.attempts import split_functions
-
     pool: dict[str, str] = {}
     chain = []
     names = [sub["name"] for sub in plan]
     for i, sub in enumerate(plan):
-        record = skills[sub["name"]]
-        for src in record.get("sources") or []:
+        skill = Skill.model_validate(skills[sub["name"]])
+        for src in skill.sources:
             for name, fn_source in split_functions(src).items():
                 if name != "main":
                     pool.setdefault(name, fn_source)
-        chain.append(_ChainStep(sub["name"], record, seed, earlier=names[:i], pool=dict(pool),
+        chain.append(_ChainStep(sub["name"], skill, seed, earlier=names[:i], pool=dict(pool),
                                 later=names[i + 1:]))
     return chain
 
 
-def evaluate_chain(task: str, plan: list[dict], skills: dict[str, dict], episodes: int, seed: int) -> dict:
+def evaluate_chain(task: str, plan: list[dict], skills: Mapping[str, SkillLike], episodes: int, seed: int) -> dict:
     """Success of the chained skills on `episodes` held-out worlds."""
-    from envs.crafter_env import CrafterEnv
-    from rl.evaluate import wilson_interval
+    from envs.crafter_env import CrafterEnv  # heavy (Crafter): only when a chain is played
 
     missing = [s["name"] for s in plan if s["name"] not in skills]
     if missing:
@@ -128,16 +130,16 @@ def evaluate_chain(task: str, plan: list[dict], skills: dict[str, dict], episode
             "chain": [f"{s.subtask}:{s.kind}" for s in chain]}
 
 
-def make_executor(settings: Any, model: Any):
-    episodes = int(knob(settings, "eval_episodes", 10))
-    seed = int(knob(settings, "seed", 0))
+def make_executor(settings: RunSettings, model: Any):
+    episodes = settings.eval_episodes
+    seed = settings.seed
 
     def executor(state: dict) -> dict:
         skills = dict(state.get("skills") or {})
         # a limit may stop the loops mid-subtask: its best attempt so far is what was reached
         for sub in state.get("plan", []):
             if sub["name"] not in skills and sub["name"] in (state.get("best") or {}):
-                skills[sub["name"]] = skill_from_best(state, sub["name"], skill_threshold(settings))
+                skills[sub["name"]] = skill_from_best(state, sub["name"], settings.skill_threshold)
         try:
             result = evaluate_chain(state["task"], state.get("plan", []), skills, episodes, seed)
         except (ValueError, FileNotFoundError, RuntimeError) as exc:  # a broken skill: report it, do not crash

@@ -15,16 +15,16 @@ tools are identical with either. Its rules:
 
 from __future__ import annotations
 
-import re
 from typing import Any, Mapping, Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage
 
-from graph.schemas import Critique, Decomposition, Plan, SubAction, Subtask
-from nodes.attempts import judged_rate
+from envs.tasks import TASKS
+from nodes.attempts import judged_rate, split_functions
 from nodes.models import UsageCounter
+from nodes.schemas import Critique, Decomposition, Plan, SubAction, Subtask
+from prompts.fewshot import action_name, chain_as_action, chain_source, fill
 
-_DEF = re.compile(r"^def\s+([A-Za-z_]\w*)\s*\(", re.MULTILINE)
 EXPLORE = "explore"
 SAFE_ERROR_KINDS = ("runtime", "load", "unsafe", "timeout", "memory", "crashed", "input", "tool_error")
 
@@ -33,14 +33,8 @@ class ExpertError(ValueError):
     """The expert was asked something it has no rule for (a bug in the caller)."""
 
 
-def defined_functions(source: str) -> list[str]:
-    return _DEF.findall(source)
-
-
 def write_source(sub_action: Mapping[str, Any]) -> str:
     """Code for a coded sub-action, filled in from its few-shot example."""
-    from prompts.fewshot import fill
-
     kind = sub_action.get("template")
     if kind == "collect":
         return fill("collect", material=sub_action["target"], item=sub_action["item"])
@@ -55,8 +49,6 @@ def write_source(sub_action: Mapping[str, Any]) -> str:
 def chain_program(sources: Mapping[str, str], order: Sequence[str], max_steps: int) -> str:
     """All sources plus a `main` that plays the named coded actions in order, each retried until its
     achievement unlocks and gathering missing materials (prompts.fewshot.chain_source)."""
-    from prompts.fewshot import chain_source
-
     return chain_source(dict(sources), list(order), max_steps)
 
 
@@ -111,8 +103,7 @@ class ExpertModel:
     # -- planner --
 
     def _plan(self, c: dict) -> Plan:
-        from envs.tasks import TASKS
-        from nodes.recipes import backward_chain
+        from nodes.recipes import backward_chain  # heavy (Crafter's recipe data): on the first plan
 
         failed = c.get("failed")
         if failed:
@@ -146,8 +137,6 @@ class ExpertModel:
         return self._coded_version(subtask, c.get("template"), reason="first decomposition")
 
     def _coded_version(self, subtask: str, template: dict | None, reason: str) -> Decomposition:
-        from prompts.fewshot import action_name
-
         if template is None:  # nothing to fill in: learn it, with exploration as a coded action
             explore = SubAction(name=EXPLORE, kind="code", template="explore",
                                 reason="walking to unknown ground is deterministic: code")
@@ -241,7 +230,7 @@ class ExpertModel:
         sources: dict[str, str] = {}
         for prior in c.get("prior_sources", []):
             for src in prior.get("sources", []):
-                for fn in defined_functions(src)[:1]:
+                for fn in list(split_functions(src))[:1]:
                     sources.setdefault(fn, src)
         for a in subs:
             if a["kind"] == "code":
@@ -272,8 +261,6 @@ class ExpertModel:
         if prior:
             # Each training episode starts in a fresh world, so the policy gets the solved prefix of
             # the plan as one coded action: it then learns when to call it and what to do after.
-            from prompts.fewshot import chain_as_action
-
             coded.append(chain_as_action(sources, prior, int(c["test_max_steps"]), f"reach_{c['subtask']}"))
         return {"task": c["subtask"], "obs_kind": "symbolic", "reward": "task",
                 "coded_actions": coded, "eval_episodes": 0, "ppo": ppo}

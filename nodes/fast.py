@@ -9,7 +9,6 @@ writes are logged as versions in the state.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Sequence
 
 from langchain_core.messages import AIMessage, RemoveMessage
@@ -18,24 +17,27 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from envs.seeds import train_seeds
 from envs.tasks import TASKS
 from nodes.attempts import CODE_TOOL, CONFIGURE_TOOL, last_tool_round, report_of, split_functions, steps_of
-from nodes.limits import MIN_TRAIN_STEPS, budget_left, fit_calls_to_budget, knob, limit_reached, test_episodes
+from nodes.limits import MIN_TRAIN_STEPS, budget_left, fit_calls_to_budget, limit_reached
+from nodes.settings import RunSettings
 from nodes.skills_io import prior_sources
 from prompts.templates import messages_for
 
 MAX_TOOL_ROUNDS = 4  # tool rounds per attempt before the critic judges what there is
 
-# Small PPO runs: few envs stepped in-process, one torch thread. 'sync' rather than 'actors' because an
-# actor's action samples depend on how the envs are split across workers, that is on the core count,
-# and a graph run should replay the same on any machine.
-PPO_DEFAULTS = {"num_envs": 4, "num_steps": 128, "vector_mode": "sync", "torch_threads": 1,
-                "progress": "none", "hidden_size": 64}
+
+def ppo_defaults(settings: RunSettings) -> dict[str, Any]:
+    """The PPO settings the fast agent starts a training from. Small runs: few envs stepped
+    in-process, one torch thread. The vector mode is the run's (RunSettings.vector_mode, 'sync' by
+    default: an actor's action samples depend on how the envs are split across workers, that is on
+    the core count, and a graph run should replay the same on any machine)."""
+    return {"num_envs": 4, "num_steps": 128, "vector_mode": settings.vector_mode, "torch_threads": 1,
+            "progress": "none", "hidden_size": 64, "seed": settings.seed + 1}
 
 
-def test_seeds(settings: Any, state: dict) -> list[int]:
+def test_seeds(settings: RunSettings, state: dict) -> list[int]:
     """Code-test seeds: training range, varied per subtask so tests do not all see the same worlds."""
-    n = test_episodes(settings)
-    offset = int(knob(settings, "seed", 0)) * 1000 + 100 * int(state.get("subtask_index", 0))
-    return train_seeds(n, offset=offset)
+    offset = settings.seed * 1000 + 100 * int(state.get("subtask_index", 0))
+    return train_seeds(settings.code_test_episodes, offset=offset)
 
 
 def current_versions(state: dict, subtask: str) -> dict[str, str]:
@@ -46,7 +48,7 @@ def current_versions(state: dict, subtask: str) -> dict[str, str]:
     return versions
 
 
-def fast_context(state: dict, settings: Any, round_: Sequence[Any] = ()) -> dict[str, Any]:
+def fast_context(state: dict, settings: RunSettings, round_: Sequence[Any] = ()) -> dict[str, Any]:
     """The facts of the attempt; `round_` is the tool round just answered (empty for a fresh attempt)."""
     subtask = state["plan"][state["subtask_index"]]["name"]
     decomposition = state["decomposition"]
@@ -55,19 +57,18 @@ def fast_context(state: dict, settings: Any, round_: Sequence[Any] = ()) -> dict
     for cfg in state.get("rl_configs", []):
         if cfg["subtask"] == subtask and cfg["sub_action"] in rl_names:
             previous_steps = cfg["config"].get("ppo", {}).get("total_steps")
-    run_dir = Path(knob(settings, "run_dir", Path("runs") / "run")) / "ppo" / (
+    run_dir = settings.run_dir / "ppo" / (
         f"{subtask}-o{state.get('outer_iter', 0)}-i{state.get('inner_iter', 0)}")
     context = {
         "subtask": subtask, "task_description": TASKS[subtask].description,
         "decomposition": decomposition, "prior_sources": prior_sources(state),
         "versions": current_versions(state, subtask), "feedback": state.get("feedback"),
         "test_seeds": test_seeds(settings, state), "test_max_steps": TASKS[subtask].max_steps,
-        "train_steps": int(knob(settings, "train_steps", 20_000)), "min_train_steps": MIN_TRAIN_STEPS,
+        "train_steps": settings.train_steps, "min_train_steps": MIN_TRAIN_STEPS,
         "budget_left": budget_left(state), "previous_train_steps": previous_steps,
         "subtasks_left": max(1, len(state["plan"]) - state["subtask_index"]),
         "run_dir": str(run_dir.resolve()),
-        "ppo_defaults": {**PPO_DEFAULTS, "vector_mode": knob(settings, "vector_mode", PPO_DEFAULTS["vector_mode"]),
-                         "seed": int(knob(settings, "seed", 0)) + 1},
+        "ppo_defaults": ppo_defaults(settings),
     }
     for message in round_:
         if message.name == CONFIGURE_TOOL:
@@ -102,7 +103,7 @@ def _versions_from(calls: Sequence[dict], state: dict, subtask: str) -> tuple[li
     return code, configs
 
 
-def make_fast(settings: Any, model: Any, tools: Sequence[Any]):
+def make_fast(settings: RunSettings, model: Any, tools: Sequence[Any]):
     def fast(state: dict) -> dict:
         messages = state.get("messages", [])
         # back from the ToolNode within an attempt; from slow or critic, a fresh attempt starts

@@ -1,8 +1,8 @@
 """The run's limits in one place: environment-step budget, wall time and model calls.
 
 Nodes call `limit_reached` before starting expensive work; the answer is a readable stop reason
-(it goes into the report) or None. Settings come from `graph.settings.RunSettings`; knobs that a
-settings object may lack fall back to the defaults here so that nodes work with any settings.
+(it goes into the report) or None. The limits are the run's `nodes.settings.RunSettings`, which
+also declares their defaults.
 """
 
 from __future__ import annotations
@@ -10,28 +10,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-DEFAULT_TARGET = 0.9          # success rate at which an attempt passes outright
-DEFAULT_TEST_EPISODES = 8     # code-test seeds per measurement
+from nodes.attempts import CODE_TOOL, CONFIGURE_TOOL, TRAIN_TOOL
+from nodes.settings import RunSettings
+
 MIN_TRAIN_STEPS = 1_000       # smallest PPO run rl.config accepts
-MAX_REPLANS = 1
-
-
-def knob(settings: Any, name: str, default: Any) -> Any:
-    value = getattr(settings, name, None)
-    return default if value is None else value
-
-
-def target_success(settings: Any) -> float:
-    return float(knob(settings, "target_success", DEFAULT_TARGET))
-
-
-def skill_threshold(settings: Any) -> float:
-    return float(knob(settings, "skill_threshold", 0.5))
-
-
-def test_episodes(settings: Any) -> int:
-    default = min(DEFAULT_TEST_EPISODES, int(knob(settings, "eval_episodes", DEFAULT_TEST_EPISODES)))
-    return int(knob(settings, "test_episodes", default))
 
 
 def budget_left(state: dict) -> int:
@@ -43,17 +25,17 @@ def model_calls(model: Any) -> int:
     return usage.total().calls if usage is not None else 0
 
 
-def limit_reached(state: dict, settings: Any, model: Any, need_steps: int = 1) -> str | None:
+def limit_reached(state: dict, settings: RunSettings, model: Any, need_steps: int = 1) -> str | None:
     """Why the loops must stop now, or None. `need_steps`: the smallest useful next spend."""
     left = budget_left(state)
     if left < need_steps:
         return (f"environment-step budget reached: {state.get('env_steps_spent', 0)} of "
                 f"{state.get('budget_steps', 0)} steps spent")
-    max_wall = knob(settings, "max_wall_s", None)
+    max_wall = settings.max_wall_s
     started = float(state.get("started_at") or 0.0)
     if max_wall and started and time.time() - started >= float(max_wall):
         return f"wall-time limit reached: {time.time() - started:.0f} s of {float(max_wall):.0f} s"
-    max_calls = knob(settings, "max_model_calls", None)
+    max_calls = settings.max_model_calls
     if max_calls and model_calls(model) >= int(max_calls):
         return f"model-call limit reached: {model_calls(model)} of {int(max_calls)} calls"
     return None
@@ -66,8 +48,7 @@ def fit_calls_to_budget(calls: list[dict], left: int) -> tuple[list[dict], list[
     step each are dropped. A PPO configuration or training gets at most what is left (PPO itself holds
     its `total_steps` to within num_envs - 1). Arguments that do not parse are left to the tool to refuse.
     Returns the calls and a note per change, for the events log."""
-    from nodes.attempts import CODE_TOOL, CONFIGURE_TOOL, TRAIN_TOOL
-    from tools.run_code import RunCodeArgs
+    from tools.run_code import RunCodeArgs  # heavy (the sandbox and Crafter): only when calls are fitted
 
     left = max(int(left), 0)
     code_calls = sum(c.get("name") == CODE_TOOL for c in calls)

@@ -12,9 +12,10 @@ import time
 from typing import Any
 
 from envs.tasks import TASKS
-from graph.schemas import Plan
-from nodes.limits import MAX_REPLANS, knob, limit_reached, skill_threshold
+from nodes.limits import limit_reached
 from nodes.recipes import recipe_facts
+from nodes.schemas import Plan
+from nodes.settings import RunSettings
 from nodes.skills_io import skill_from_best
 from prompts.templates import messages_for
 
@@ -31,14 +32,14 @@ def planner_context(state: dict) -> dict[str, Any]:
     return context
 
 
-def make_planner(settings: Any, model: Any):
+def make_planner(settings: RunSettings, model: Any):
     def planner(state: dict) -> dict:
         update: dict = {}
         if not state.get("started_at"):
             update["started_at"] = time.time()
         context = planner_context(state)
         failed = context.get("failed")
-        if failed and state.get("replans", 0) >= int(knob(settings, "max_replans", MAX_REPLANS)):
+        if failed and state.get("replans", 0) >= settings.max_replans:
             return {**update, "failed": None, "route": "executor",
                     "stop_reason": f"subtask {failed['subtask']} failed and the re-plan limit is reached",
                     "events": [{"type": "stop", "reason": "re-plan limit", "subtask": failed["subtask"]}]}
@@ -59,7 +60,7 @@ def make_planner(settings: Any, model: Any):
         if not subtasks:
             return {**base, "route": "executor", "stop_reason": f"planner gave up after {failed['subtask']} failed: "
                                                                  f"{plan.reason}"}
-        best = skill_from_best(state, failed["subtask"], skill_threshold(settings))
+        best = skill_from_best(state, failed["subtask"], settings.skill_threshold)
         if subtasks[0]["name"] == failed["subtask"] and best is not None and best["success_rate"] > 0:
             # keep what worked sometimes and go on with the rest of the new plan
             skills = {**(state.get("skills") or {}), failed["subtask"]: best}

@@ -6,13 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from envs.tasks import TASKS
-from graph.schemas import Decomposition
-from nodes.limits import knob, limit_reached
+from nodes.limits import limit_reached
 from nodes.recipes import recipe_facts, template_for
+from nodes.schemas import Decomposition
+from nodes.settings import RunSettings
 from prompts.templates import messages_for
 
 
-def slow_context(state: dict, settings: Any) -> dict[str, Any]:
+def slow_context(state: dict, settings: RunSettings) -> dict[str, Any]:
     subtask = state["plan"][state["subtask_index"]]
     feedback = state.get("feedback")
     best = (state.get("best") or {}).get(subtask["name"])
@@ -23,11 +24,11 @@ def slow_context(state: dict, settings: Any) -> dict[str, Any]:
                          for k, v in (state.get("skills") or {}).items()],
         "previous": state.get("decomposition"), "critique": feedback,
         "best": None if best is None else {"kind": best["kind"], "success_rate": best["success_rate"]},
-        "outer_iter": state.get("outer_iter", 0), "max_outer_iters": knob(settings, "max_outer_iters", 3),
+        "outer_iter": state.get("outer_iter", 0), "max_outer_iters": settings.max_outer_iters,
     }
 
 
-def make_slow(settings: Any, model: Any):
+def make_slow(settings: RunSettings, model: Any):
     def slow(state: dict) -> dict:
         stop = limit_reached(state, settings, model)
         if stop:

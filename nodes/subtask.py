@@ -10,10 +10,11 @@ from langchain_core.messages import RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from nodes.limits import limit_reached
+from nodes.settings import RunSettings
 from nodes.skills_io import reuse_skill
 
 
-def make_subtask(settings: Any, model: Any):
+def make_subtask(settings: RunSettings, model: Any):
     def subtask(state: dict) -> dict:
         index = int(state.get("subtask_index", 0))
         plan = state.get("plan", [])

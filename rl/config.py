@@ -7,8 +7,9 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
+from envs.tasks import get_task
 from rl.coded_sources import agent_code, check_config_sources, check_shaping
-from rl.ppo import PPOSettings, settings_docs
+from rl.ppo import PPOSettings
 
 # Sane bounds for every PPO setting an agent may choose: (ge, le) for numbers, allowed values for strings.
 PPO_BOUNDS: dict[str, Any] = {
@@ -48,8 +49,8 @@ def _ppo_field(f: dataclasses.Field, doc: str):
 
 
 def _build_ppo_model() -> type[BaseModel]:
-    docs = settings_docs()
-    fields = {f.name: _ppo_field(f, docs.get(f.name, "")) for f in dataclasses.fields(PPOSettings)}
+    # each field's documentation is data on the dataclass field (rl.ppo.setting): no source is read here
+    fields = {f.name: _ppo_field(f, f.metadata.get("doc", "")) for f in dataclasses.fields(PPOSettings)}
     model = create_model("PPOConfig", __config__=ConfigDict(extra="forbid"), **fields)
     model.__doc__ = "PPO settings (the fields of rl.ppo.PPOSettings) with sane bounds."
     return model
@@ -67,15 +68,15 @@ class RLConfig(BaseModel):
     obs_kind: Literal["symbolic", "pixels"] = Field("symbolic", description="observation given to the policy")
     reward: Literal["task", "crafter"] = Field(
         "task", description="'task': 1.0 when the task succeeds; 'crafter': Crafter's own reward")
-    shaping: Optional[str] = Field(
+    shaping: str | None = Field(
         None, description="optional Python source defining `def shaping(prev, curr) -> float`, added to the reward "
                           "every primitive step; prev/curr are dicts with 'inventory' and 'achievements' "
                           "(what the player sees); runs under the sandbox rules")
     coded_actions: list[str] = Field(
         default_factory=list, description="Python sources of coded actions (generator functions over the game "
                                           "API) appended to the policy's action head")
-    max_episode_steps: Optional[int] = Field(None, ge=10, le=10_000,
-                                             description="episode step limit (default: the task's limit)")
+    max_episode_steps: int | None = Field(None, ge=10, le=10_000,
+                                          description="episode step limit (default: the task's limit)")
     terminate_on_success: bool = Field(True, description="end the episode when the task succeeds")
     eval_episodes: int = Field(20, ge=0, le=500, description="held-out episodes evaluated after training")
     ppo: PPOConfig = Field(default_factory=PPOConfig, description="PPO settings")  # type: ignore[valid-type]
@@ -83,13 +84,11 @@ class RLConfig(BaseModel):
     @field_validator("task")
     @classmethod
     def _known_task(cls, value: str) -> str:
-        from envs.tasks import get_task
-
         return get_task(value).name  # UnknownTaskError (a ValueError) lists the close matches
 
     @field_validator("shaping")
     @classmethod
-    def _check_shaping(cls, value: Optional[str]) -> Optional[str]:
+    def _check_shaping(cls, value: str | None) -> str | None:
         if value is None or not value.strip():
             return None
         check_shaping(value)  # the lint: no agent code runs while a config is validated
@@ -102,7 +101,7 @@ class RLConfig(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _termination(self) -> "RLConfig":
+    def _termination(self) -> RLConfig:
         if self.reward == "task" and not self.terminate_on_success:
             raise ValueError("terminate_on_success=False needs reward='crafter': the task reward ends the "
                              "episode on success by definition")

@@ -16,7 +16,8 @@ import gymnasium as gym
 import numpy as np
 
 from envs.seeds import EVAL_SEED_BASE, check_training_seed
-from rl.options import GameForwarding
+from rl.coded_sources import agent_code
+from rl.options import CodedActionsWrapper, GameForwarding
 
 
 class SuccessTermination(GameForwarding):
@@ -129,10 +130,10 @@ def build_crafter_env(config_json: str, gamma: float,
                       seeds: tuple[int, int, int] | None = None, keep_info: bool = False) -> gym.Env:
     """The training env stack for a config. ``seeds`` = (index, num_envs, run seed) adds TrainingSeeds;
     ``keep_info`` keeps the full info dict (evaluation and skills want achievements, inventory)."""
+    # deferred, heavy: crafter and numba (~1 s), and RLConfig's PPO settings bring torch (~3 s); a worker that
+    # unpickles a GymFactory imports this module and needs neither
     from envs.crafter_env import CrafterEnv
-    from rl.coded_sources import agent_code
     from rl.config import RLConfig
-    from rl.options import CodedActionsWrapper
 
     cfg = RLConfig.model_validate_json(config_json)
     env: gym.Env = CrafterEnv(task=cfg.task, obs_kind=cfg.obs_kind, max_steps=cfg.max_episode_steps,
@@ -182,8 +183,8 @@ class EnvSource:
     coded_names: list = field(default_factory=list)
 
     @classmethod
-    def from_any(cls, source: Any) -> "EnvSource":
-        from rl.config import RLConfig
+    def from_any(cls, source: Any) -> EnvSource:
+        from rl.config import RLConfig  # deferred, heavy (torch): see build_crafter_env
 
         if isinstance(source, EnvSource):
             return source

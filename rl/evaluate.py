@@ -5,6 +5,8 @@ import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from envs.seeds import eval_seeds
+
 
 @dataclass
 class EvalResult:
@@ -40,8 +42,8 @@ def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float,
 def evaluate_policy(path: str | Path, episodes: int = 20, deterministic: bool = False,
                     seed_offset: int = 0) -> EvalResult:
     """Run the policy at ``path`` for one episode on each of ``episodes`` evaluation seeds."""
+    # deferred, heavy: crafter (and numba), and torch for the policy; wilson_interval alone needs neither
     from envs.crafter_env import CrafterEnv
-    from envs.seeds import eval_seeds
     from rl.policy_skill import PolicySkill
 
     if episodes < 1:

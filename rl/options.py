@@ -5,6 +5,10 @@ code only names actions) until it returns, hits its step limit or the episode en
 PPO one transition carrying the discounted reward sum and ``info["primitive_steps"]`` so the learner can
 discount by gamma**steps. Agent-written actions come as a ``sandbox.AgentCode``; the project's own
 callables (tests, toys) as a list of ``envs.coded.CodedAction``, driven in-process.
+
+Both sides of that info protocol live here: the wrapper writes the fields; the functions at the end read
+them back out of a vector env's batched infos for the learner (rl/ppo.py), and ``CodedStats`` counts the
+calls and errors they report. ``StepAllowance`` lets a trainer cut coded calls to the steps it has left.
 """
 from __future__ import annotations
 
@@ -51,6 +55,19 @@ class StepAllowance:
     def spend(self, steps: int) -> None:
         if self.left is not None:
             self.left -= int(steps)
+
+
+def share_allowance(envs: gym.vector.VectorEnv) -> StepAllowance | None:
+    """One allowance for the envs a SyncVectorEnv steps in this process, given to their CodedActionsWrappers.
+    None where the envs live in other processes, or run their own options (no CodedActionsWrapper)."""
+    if not isinstance(envs, gym.vector.SyncVectorEnv):
+        return None
+    allowance = StepAllowance()
+    try:
+        envs.call("share_allowance", allowance)
+    except AttributeError:
+        return None
+    return allowance
 
 
 class CodedActionsWrapper(GameForwarding):
@@ -143,3 +160,91 @@ class CodedActionsWrapper(GameForwarding):
         return (outcome.obs, float(outcome.discounted_reward), bool(outcome.terminated),
                 bool(outcome.truncated), info)
 
+
+
+# --------------------------------------------------------------------------------------------------
+# Reading these infos back from a vector env. Gymnasium batches each info key into an (n,) array with a
+# "_key" presence mask; with same-step autoreset, a finished env's own info of the step sits in
+# "final_info" and the top level already holds the reset's info (the next episode's action mask).
+# --------------------------------------------------------------------------------------------------
+def info_column(infos: dict, key: str, n: int, default: float) -> np.ndarray:
+    """One info field as an (n,) float array, with ``default`` where an env did not report it."""
+    out = np.full(n, default, dtype=np.float64)
+    if key in infos:
+        present = infos.get("_" + key, np.ones(n, dtype=bool))
+        out[present] = np.asarray(infos[key])[present]
+    return out
+
+
+def next_action_mask(infos: dict, n: int, n_actions: int) -> np.ndarray:
+    """The (n, n_actions) mask of the next decision; envs that publish none allow every action."""
+    out = np.ones((n, n_actions), dtype=bool)
+    if "action_mask" in infos:
+        present = infos.get("_action_mask", np.ones(n, dtype=bool))
+        out[present] = np.asarray(infos["action_mask"], dtype=bool)[present]
+    return out
+
+
+def infos_of_this_step(infos: dict, done: np.ndarray, n: int) -> dict:
+    """This step's infos for every env: ``final_info`` rows for finished envs, top-level rows otherwise."""
+    if not done.any():
+        return infos
+    final = infos.get("final_info", {})
+    merged: dict[str, Any] = {}
+    for key in set(infos) | set(final):
+        if key.startswith("_") or key in ("final_info", "final_obs"):
+            continue
+        if isinstance(infos.get(key), dict) or isinstance(final.get(key), dict):
+            continue
+        arr = None
+        present = np.zeros(n, dtype=bool)
+        for src, rows in ((infos, ~done), (final, done)):
+            if key not in src:
+                continue
+            val = np.asarray(src[key])
+            has = np.asarray(src.get("_" + key, np.ones(n, dtype=bool))) & rows
+            if arr is None:
+                arr = np.zeros_like(val)
+            arr[has] = val[has]
+            present |= has
+        merged[key], merged["_" + key] = arr, present
+    return merged
+
+
+class CodedStats:
+    """What a trainer counts of its coded actions: calls and failed calls per action, and the distinct error
+    messages (at most 20)."""
+
+    def __init__(self, names) -> None:
+        self.names = tuple(names)
+        self.calls = np.zeros(max(len(self.names), 1), dtype=np.int64)
+        self.failures = dict.fromkeys(self.names, 0)
+        self.errors: list[str] = []
+
+    def add_error(self, message: str) -> None:
+        if message not in self.errors and len(self.errors) < 20:  # keep distinct messages, bounded
+            self.errors.append(message)
+
+    def count_step(self, actions: np.ndarray, n_primitive: int, step_infos: dict, n: int) -> None:
+        """One vector step: the coded actions chosen (``actions`` of n_primitive and above) and their errors."""
+        if not self.names:  # nothing to count: skip the per-step work
+            return
+        np.add.at(self.calls, actions[actions >= n_primitive] - n_primitive, 1)
+        if "coded_error" not in step_infos:
+            return
+        present = step_infos.get("_coded_error", np.ones(n, dtype=bool))
+        for i in np.flatnonzero(present):
+            err, name = step_infos["coded_error"][i], step_infos.get("coded_call", [None] * n)[i]
+            if err and name in self.failures:
+                self.failures[name] += 1
+                self.add_error(f"{name}: {err}")
+
+    def merge(self, other: CodedStats) -> None:
+        self.calls += other.calls
+        for name, count in other.failures.items():
+            self.failures[name] += count
+        for message in other.errors:
+            self.add_error(message)
+
+    def call_counts(self) -> dict[str, int]:
+        return {name: int(c) for name, c in zip(self.names, self.calls)}

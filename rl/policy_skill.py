@@ -2,14 +2,18 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
 
-from rl.ppo import load_policy
+from envs.tasks import get_task
+from rl.coded_sources import agent_code
+from rl.config import RLConfig
+from rl.options import CodedActionsWrapper
+from rl.policy_io import load_policy
 
 
 @dataclass
@@ -25,19 +29,15 @@ class SkillRun:
 
 
 class PolicySkill:
-    """Load ``policy.pt`` written by ``rl.ppo.train`` and execute it in an env the caller owns."""
+    """Load ``policy.pt`` written by ``rl.training.train`` and execute it in an env the caller owns."""
 
     def __init__(self, path: str | Path, deterministic: bool = False, seed: int = 0):
-        from rl.config import RLConfig
-
         self.agent, self.meta = load_policy(path)
         env_meta = json.loads(self.meta["env"])
         if "rl_config" not in env_meta:
             raise ValueError(f"{path} was trained on {env_meta.get('env_id')!r}, not on a Crafter task: "
                              "only Crafter policies can run as skills")
         self.config = RLConfig.model_validate(env_meta["rl_config"])
-        from envs.tasks import get_task
-
         self.task = get_task(self.config.task)
         self.deterministic = deterministic
         # sampling is seeded so that a skill run is reproducible for a given world seed
@@ -47,8 +47,6 @@ class PolicySkill:
 
     def _coded_actions(self):
         """The policy's coded actions, served by a sandbox process (None when it has none)."""
-        from rl.coded_sources import agent_code
-
         if self._code is None and self.config.coded_actions:
             self._code = agent_code(self.config.coded_actions)
         return self._code
@@ -63,8 +61,6 @@ class PolicySkill:
         """Act in ``env`` (a CrafterEnv, already reset, possibly mid-episode) until ``until(achievements,
         inventory)`` holds (default: the policy's task succeeds), ``max_steps`` primitive steps or the
         episode ends. ``obs`` is the env's current policy observation (read from the env when omitted)."""
-        from rl.options import CodedActionsWrapper
-
         if getattr(env, "obs_kind", self.config.obs_kind) != self.config.obs_kind:
             raise ValueError(f"this policy was trained on {self.config.obs_kind!r} observations but the env "
                              f"gives {env.obs_kind!r}; create the env with obs_kind={self.config.obs_kind!r}")

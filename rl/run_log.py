@@ -1,4 +1,5 @@
-"""Run folder of a PPO training: metrics CSV, TensorBoard events, progress display, learning-curve PNG."""
+"""Run folder of a PPO training: metrics CSV, TensorBoard events, progress display, learning-curve PNG
+(and the moving-window row each update logs)."""
 from __future__ import annotations
 
 import csv
@@ -8,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 CSV_COLUMNS = ["step", "update", "episodes", "success_rate", "mean_return", "mean_length", "sps",
                "policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac", "lr"]
@@ -21,6 +24,20 @@ def _graph_stream_writer():
         return get_stream_writer()
     except Exception:  # outside a graph run there is no runnable context: nothing to report to
         return None
+
+
+def curve_row(episodes: list, window: int, step: int, update: int, elapsed: float) -> dict[str, float]:
+    """The learning-curve columns of one update: means over the last ``window`` episodes, each given as
+    (global step, return, length, success), success NaN where the env reports none."""
+    recent = episodes[-window:]
+    succ = [e[3] for e in recent if not math.isnan(e[3])]
+    return {
+        "step": step, "update": update, "episodes": len(episodes),
+        "success_rate": float(np.mean(succ)) if succ else float("nan"),
+        "mean_return": float(np.mean([e[1] for e in recent])) if recent else float("nan"),
+        "mean_length": float(np.mean([e[2] for e in recent])) if recent else float("nan"),
+        "sps": step / max(elapsed, 1e-9),
+    }
 
 
 def default_run_dir(name: str) -> Path:
@@ -86,6 +103,15 @@ class RunLogger:
             print(f"[ppo] step {step:,}/{self.total:,}  update {row['update']}  episodes {row['episodes']}  {summary}",
                   flush=True)
 
+    def summary(self) -> dict[str, Any]:
+        """The run as rl.training.TrainResult reports it: its folder, the curve (step, success_rate, mean_return,
+        mean_length of each update) and the last update's success rate and return (None when unknown)."""
+        last = self.rows[-1] if self.rows else {}
+        return {"run_dir": str(self.run_dir),
+                "curve": [{k: r[k] for k in ("step", "success_rate", "mean_return", "mean_length")} for r in self.rows],
+                "final_train_success_rate": _nan_to_none(last.get("success_rate")),
+                "final_mean_return": _nan_to_none(last.get("mean_return"))}
+
     def close(self) -> None:
         if self._bar is not None:
             self._bar.stop()
@@ -93,6 +119,10 @@ class RunLogger:
         self._csv_file.close()
         if self.rows:
             save_curve_png(self.rows, self.run_dir / "learning_curve.png")
+
+
+def _nan_to_none(x):
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
 
 
 def _fmt(x: float) -> str:

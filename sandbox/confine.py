@@ -41,9 +41,10 @@ BPF_JEQ_K = 0x15         # BPF_JMP | BPF_JEQ | BPF_K
 BPF_RET_K = 0x06         # BPF_RET | BPF_K
 SECCOMP_DATA_NR, SECCOMP_DATA_ARCH, SECCOMP_DATA_ARG0 = 0, 4, 16
 
-# What a Python process computing over two pipes calls. Everything else gets EPERM.
+# What a Python process computing over two pipes calls. Everything else gets EPERM; fcntl and ioctl
+# among them, since F_SETOWN/F_SETSIG (and FIOSETOWN) would let a process signal others of its uid.
 _ALLOWED_CALLS = (
-    "read", "write", "readv", "writev", "pread64", "close", "fstat", "newfstatat", "lseek", "fcntl",
+    "read", "write", "readv", "writev", "pread64", "close", "fstat", "newfstatat", "lseek",
     "mmap", "munmap", "mremap", "mprotect", "brk", "madvise",
     "futex", "sched_yield", "nanosleep", "clock_nanosleep", "clock_gettime", "clock_getres", "gettimeofday",
     "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "sigaltstack",

@@ -34,7 +34,7 @@ log = logging.getLogger("rlgpt.sandbox")
 MODE_ENV = "RLGPT_SANDBOX"
 MODES = ("default", "strict")
 STARTUP_TIMEOUT_S = 60.0   # interpreter and imports on a loaded machine: not the code's time
-MAX_PRINTS_PER_REQUEST = 200
+MAX_PRINTS_PER_CALL = 10_000  # print lines passed on per call (the trace keeps fewer)
 _warned: set[str] = set()
 
 
@@ -82,12 +82,14 @@ class AgentCode:
 
     def __init__(self, sources: list[str] | tuple[str, ...] = (), shaping: str | None = None,
                  limits: SandboxLimits | None = None):
-        self.sources = [s for s in sources]
+        self.sources = list(sources)
         self.shaping_source = shaping
         self.limits = limits or SandboxLimits()
         self.specs: list[ActionSpec] = []
-        self.layers: dict[str, object] = {}
+        self.layers: dict[str, object] = {}           # isolation layer -> True, or why it is missing
+        self.layers_reported: dict[str, object] = {}  # what the sandbox process said it applied
         self.restarts = 0
+        self._given_up = False
         self.last_failure: str | None = None
         self.last_failure_timed_out = False
         self._proc = None
@@ -137,7 +139,7 @@ class AgentCode:
         """One call of coded action `name` in `env`, stepped here (envs.coded.run_option)."""
         spec = next((s for s in self.specs if s.name == name), None)
         limit = max_steps if max_steps is not None else (spec.max_steps if spec else 1)
-        self._on_print = on_print
+        self._on_print, self._prints = on_print, 0
         try:
             return run_option(env, self, name, gamma=gamma, on_step=on_step, max_steps=limit)
         finally:
@@ -192,12 +194,14 @@ class AgentCode:
             pass
 
     def _ensure(self) -> bool:
+        """A live process: after a failure a fresh one, brought back in step on its first request, until
+        `max_restarts` is spent."""
         if self._proc is not None:
             return True
         if self.restarts >= self.limits.max_restarts:
-            self.last_failure = (f"{self.last_failure}; the sandbox was restarted {self.restarts} times, so "
-                                 "this code is not run any more") if "not run any more" not in str(self.last_failure) \
-                else self.last_failure
+            if not self._given_up:
+                self._given_up = True
+                self.last_failure = f"{self.last_failure}; after {self.restarts} restarts this code is not run any more"
             return False
         self.restarts += 1
         try:
@@ -217,7 +221,8 @@ class AgentCode:
         except OSError as exc:
             raise SandboxUnavailable(f"the sandbox process could not be started: {exc}") from exc
         self._reader = FrameReader(self._proc.stdout.fileno(), MAX_FROM_CHILD)
-        os.set_blocking(self._proc.stdin.fileno(), False)
+        os.set_blocking(self._proc.stdin.fileno(), False)  # every read and write here has a deadline
+        os.set_blocking(self._proc.stdout.fileno(), False)
         try:
             ready = self._reader.read(time.monotonic() + STARTUP_TIMEOUT_S)
             if ready.get("ready") is not True:
@@ -296,8 +301,10 @@ class AgentCode:
         if answer.get("id") != self._next_id or not isinstance(answer.get("r"), str):
             self._fail("the sandbox process answered out of turn (the code wrote to its channel)")
             return None
-        if kind == "load":
-            self.layers_reported = answer.get("layers") if isinstance(answer.get("layers"), dict) else {}
+        if kind == "load":  # what the process says it applied: data from the other side, cleaned
+            layers = answer.get("layers") if isinstance(answer.get("layers"), dict) else {}
+            self.layers_reported = {clean_text(k, 40): v if v is True else clean_text(v, 300)
+                                    for k, v in list(layers.items())[:10]}
         if game is not None:
             self._point = point
         value = answer.get("v")
@@ -305,7 +312,7 @@ class AgentCode:
 
     def _printed(self, text: Any) -> None:
         self._prints += 1
-        if self._on_print is not None and self._prints <= MAX_PRINTS_PER_REQUEST * 50:
+        if self._on_print is not None and self._prints <= MAX_PRINTS_PER_CALL:
             self._on_print(clean_text(text, 500))
 
     def _fail(self, reason: str) -> None:
@@ -342,8 +349,6 @@ class AgentCode:
         except OSError:
             return ""
         return f": {clean_text(tail, 600)}" if tail else ""
-
-    layers_reported: dict = {}
 
 
 def _is_call_step(answer: Reply) -> bool:

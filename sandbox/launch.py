@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 import weakref
 from pathlib import Path
 
@@ -121,11 +122,51 @@ def start_process() -> subprocess.Popen:
     return proc
 
 
+def _descendants(root: int) -> list[int]:
+    """Every live process below `root` (bwrap's namespace init and the sandboxed Python under it)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as fh:
+                    fields = fh.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] != b"Z":
+                parents[int(entry)] = int(fields[1])
+    found, frontier = [], [root]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent]
+        found += children
+        frontier += children
+    return found
+
+
+def _wait_gone(pids: list[int], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    for pid in pids:
+        while time.monotonic() < deadline:
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as fh:
+                    if fh.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                        break
+            except OSError:
+                break
+            time.sleep(0.005)
+
+
 def stop_process(proc: subprocess.Popen) -> None:
-    """Kill the process's whole group and reap it (only from the process that started it: a forked
-    worker's copy of the handle must leave the parent's sandbox alone)."""
+    """Kill the process, everything it started, and its group, and wait until they are gone (only from
+    the process that started it: a forked worker's copy of the handle leaves the parent's sandbox alone)."""
     if getattr(proc, "owner_pid", None) != os.getpid():
         return
+    below = _descendants(proc.pid) if proc.poll() is None and os.path.isdir("/proc") else []
+    for pid in below:  # bwrap's inner processes live in their own session: the group kill misses them
+        try:
+            os.kill(pid, 9)
+        except (ProcessLookupError, PermissionError):
+            pass
     for pipe in (proc.stdin, proc.stdout):
         try:
             if pipe is not None:
@@ -145,6 +186,7 @@ def stop_process(proc: subprocess.Popen) -> None:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         pass
+    _wait_gone(below)
     _live.discard(proc)
 
 

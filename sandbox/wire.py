@@ -74,13 +74,13 @@ class FrameReader:
             self._fill(deadline)
 
     def _fill(self, deadline: float | None) -> None:
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self.fd], [], [], left)[0]:
-                raise ProtocolError("no answer before the deadline", timed_out=True)
+        """Read what is there; with a deadline the fd is non-blocking and select waits when nothing is."""
         try:
             chunk = os.read(self.fd, 1 << 16)
         except BlockingIOError:
+            left = max(0.0, deadline - time.monotonic()) if deadline is not None else None
+            if not select.select([self.fd], [], [], left)[0]:
+                raise ProtocolError("no answer before the deadline", timed_out=True) from None
             return
         except OSError as exc:
             raise ProtocolError(f"the channel broke ({exc})") from None
@@ -94,13 +94,12 @@ def write_frame(fd: int, message: dict[str, Any], deadline: float | None = None)
     cannot hold the writer past it."""
     data = memoryview(encode(message))
     while data:
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([], [fd], [], left)[1]:
-                raise ProtocolError("the other side stopped reading", timed_out=True)
         try:
             written = os.write(fd, data)
-        except BlockingIOError:
+        except BlockingIOError:  # the pipe is full: wait until it drains, up to the deadline
+            left = max(0.0, deadline - time.monotonic()) if deadline is not None else None
+            if not select.select([], [fd], [], left)[1]:
+                raise ProtocolError("the other side stopped reading", timed_out=True) from None
             continue
         except OSError as exc:
             raise ProtocolError(f"the channel broke ({exc})") from None

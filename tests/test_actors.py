@@ -5,8 +5,10 @@ import pytest
 
 from ppo_toys import FileLedger, FileLedgerOptionChainFactory, InfoVarietyFactory
 from rl.env_factory import EnvSource
-from rl.ppo import PPOSettings, resolve_vector_mode, train
+from rl.ppo import PPOSettings
+from rl.training import train
 from rl.vector import WorkerError
+from rl.vector_modes import resolve_vector_mode
 
 
 def settings(tmp_path, name, **kw):

@@ -10,9 +10,9 @@ from __future__ import annotations
 from langgraph.checkpoint.memory import InMemorySaver
 
 from graph.builder import build_graph, run_config, start_state
-from graph.settings import RunSettings
 from nodes.expert import ExpertModel
 from nodes.limits import fit_calls_to_budget
+from nodes.settings import RunSettings
 
 
 def _test(seed: int, max_steps: int | None = 500) -> dict:

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from graph import run
-from graph.settings import RunSettings, SettingsError, make_settings
+from graph.settings import SettingsError, make_settings
+from nodes.settings import RunSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 

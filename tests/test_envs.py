@@ -121,3 +121,23 @@ def test_seed_ranges_keep_evaluation_apart():
     assert max(train_seeds(10)) < EVAL_SEED_BASE
     with pytest.raises(ValueError, match="held-out"):
         check_training_seed(EVAL_SEED_BASE + 5)
+
+
+def test_every_task_is_registered_with_gymnasium_and_passes_its_checker():
+    import warnings
+
+    import gymnasium as gym
+    from gymnasium.utils.env_checker import check_env
+
+    from envs.registration import env_id
+    from envs.tasks import TASKS
+
+    assert all(env_id(name) in gym.registry for name in TASKS)
+    env = gym.make("rlgpt/Crafter-collect_diamond-v0")
+    obs, info = env.reset(seed=5)
+    assert env.unwrapped.task.name == "collect_diamond" and obs.shape == env.observation_space.shape
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_env(gym.make("rlgpt/Crafter-collect_wood-v0").unwrapped, skip_render_check=True)
+    assert [str(w.message) for w in caught] == []
+    assert gym.make("rlgpt/Crafter-place_table-v0", obs_kind="pixels").reset(seed=0)[0].shape == (64, 64, 3)

@@ -7,11 +7,11 @@ import time
 import pytest
 from pydantic import ValidationError
 
-from graph.schemas import Critique, Decomposition, Plan, SubAction, Subtask
 from nodes.attempts import split_functions, summarise_code_runs
 from nodes.expert import ExpertError, ExpertModel
 from nodes.models import AgentModel
 from nodes.recipes import backward_chain
+from nodes.schemas import Critique, Decomposition, Plan, SubAction, Subtask
 from prompts.templates import messages_for
 from sandbox import check_source
 from sandbox.loader import load_coded_actions
@@ -236,8 +236,8 @@ def _failed_state(rate):
 
 
 def test_planner_node_keeps_a_sometimes_working_skill_or_stops():
-    from graph.settings import RunSettings
     from nodes.planner import make_planner
+    from nodes.settings import RunSettings
 
     settings = RunSettings(task="place table")
     kept = make_planner(settings, ExpertModel())(_failed_state(0.25))

@@ -7,8 +7,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from graph.builder import GraphBuildError, build_graph, run_config, start_state
 from graph.plugins import NodeSpec, Plugins
-from graph.settings import RunSettings
 from nodes.expert import ExpertModel
+from nodes.settings import RunSettings
 
 
 def _settings(tmp_path, **over) -> RunSettings:

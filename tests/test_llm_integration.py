@@ -12,12 +12,13 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
 from envs.tasks import TASKS
-from graph.schemas import Plan
-from graph.settings import RunSettings
 from llm_server import LlamaServer
 from nodes.llm import LLMModel
-from nodes.models import ModelOutputError, ModelServerError, make_model
+from nodes.model_factory import make_model
+from nodes.models import ModelOutputError, ModelServerError
 from nodes.planner import make_planner
+from nodes.schemas import Plan
+from nodes.settings import RunSettings
 from tools.rl_tools import configure_rl_tool, train_ppo_tool
 from tools.run_code import run_code_in_env
 

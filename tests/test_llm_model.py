@@ -16,13 +16,13 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, Field
 
 from nodes.llm import LLMModel
+from nodes.model_factory import make_model
 from nodes.models import (
     AgentModel,
     ModelConfigError,
     ModelOutputError,
     ModelServerError,
     UsageCounter,
-    make_model,
 )
 
 

@@ -131,7 +131,8 @@ def test_a_long_coded_call_cannot_overrun_the_training_budget(tmp_path, mode):
     steps; the shared allowance cuts the calls so the budget holds to within num_envs - 1 steps."""
     from rl.config import RLConfig
     from rl.env_factory import EnvSource
-    from rl.ppo import PPOSettings, train
+    from rl.ppo import PPOSettings
+    from rl.training import train
 
     budget = 2_000
     cfg = RLConfig(task="collect_wood", max_episode_steps=400, coded_actions=[WAIT])

@@ -8,7 +8,9 @@ import torch
 
 from ppo_toys import OptionChainFactory
 from rl.env_factory import EnvSource
-from rl.ppo import Agent, PPOSettings, load_policy, train
+from rl.policy_io import load_policy
+from rl.ppo import Agent, PPOSettings
+from rl.training import train
 
 
 def small(tmp_path, **kw):

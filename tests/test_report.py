@@ -3,9 +3,10 @@ usage per node (zero tokens for the expert), skill paths and the stop reason."""
 
 import json
 
-from graph.report import build_report, print_summary, render_markdown, write_report
-from graph.settings import RunSettings
-from graph.skills import Skill, SkillLibrary
+from graph.report import print_summary, render_markdown, write_report
+from nodes.report import build_report
+from nodes.settings import RunSettings
+from nodes.skills import Skill, SkillLibrary
 
 
 def state():

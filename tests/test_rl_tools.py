@@ -86,7 +86,8 @@ def test_skill_refuses_a_mismatched_observation_kind(tmp_path):
     from rl.config import RLConfig
     from rl.env_factory import EnvSource
     from rl.policy_skill import PolicySkill
-    from rl.ppo import Agent, PPOSettings, save_policy
+    from rl.policy_io import save_policy
+    from rl.ppo import Agent, PPOSettings
 
     cfg = RLConfig(task="collect_wood")
     path = save_policy(tmp_path / "p.pt", Agent((10,), 17), EnvSource.from_any(cfg), PPOSettings(), 17, [])

@@ -8,8 +8,10 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from ppo_toys import InfoVarietyFactory, OptionChainFactory
 from rl.env_factory import CrafterFactory, EnvSource
-from rl.ppo import PPOSettings, make_vector_env, resolve_vector_mode, train
+from rl.ppo import PPOSettings
+from rl.training import train
 from rl.vector import BatchedVectorEnv, WorkerError
+from rl.vector_modes import make_vector_env, resolve_vector_mode
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "prompts" / "examples"
 

@@ -95,7 +95,7 @@ def _thin(curve: list[dict], n: int) -> list[CurvePoint]:
 
 def train_ppo(config: dict, run_dir: Optional[str] = None) -> TrainReport:
     from rl.evaluate import evaluate_policy
-    from rl.ppo import train
+    from rl.training import train
 
     try:
         cfg = validate_config(config)

@@ -79,7 +79,7 @@ def run_rlgpt(task: str, budget: int, episodes: int, work_dir: Path, key: str, *
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     from graph.builder import build_graph, run_config, start_state
-    from graph.settings import RunSettings
+    from nodes.settings import RunSettings
 
     task = get_task(task).name
     start = time.time()
@@ -164,7 +164,7 @@ def run_pure_rl(task: str, budget: int, episodes: int, work_dir: Path, *, seed: 
     """PPO for the whole budget; with `coded_sources`, the coded actions join the action head. The default
     vector mode 'sync' gives results that do not depend on the core count (rl.ppo PPOSettings)."""
     from rl.config import RLConfig
-    from rl.ppo import train
+    from rl.training import train
 
     task = get_task(task).name
     start = time.time()

@@ -12,6 +12,8 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from envs.tasks import get_task
+
 Kind = Literal["code", "rl"]
 Verdict = Literal["pass", "revise", "move", "fail"]
 TemplateKind = Literal["collect", "place", "make", "explore", "custom"]
@@ -32,8 +34,6 @@ class Subtask(BaseModel):
     @field_validator("name")
     @classmethod
     def _known(cls, value: str) -> str:
-        from envs.tasks import get_task
-
         return get_task(value).name  # UnknownTaskError (a ValueError) lists close matches
 
 
