@@ -31,8 +31,8 @@ def main(argv=None) -> int:
     result = train(settings, "CartPole-v1")
     final = result.final_mean_return
     best = max(r["mean_return"] for r in result.curve if r["mean_return"] == r["mean_return"])
-    print(f"CartPole-v1, cleanrl default settings, device {args.device}, {result.steps_used:,} steps in {time.time() - start:.0f} s "
-          f"({result.steps_used / result.wall_time_s:.0f} steps/s)")
+    print(f"CartPole-v1, cleanrl default settings, device {args.device}, {result.steps_used:,} steps in "
+          f"{time.time() - start:.0f} s ({result.steps_used / result.wall_time_s:.0f} steps/s)")
     print(f"mean episodic return, last 100 episodes: {final:.1f}  (best moving mean {best:.1f}; "
           f"target >= {TARGET:.0f}, cleanrl ~490)")
     print(f"run folder: {result.run_dir}")

@@ -22,8 +22,8 @@ from envs.crafter_env import CrafterEnv
 from envs.seeds import train_seeds
 from graph.evaluation.coded import chain_of, coded_actions_for
 from graph.evaluation.heldout import play_code_episode
-from sandbox import AgentCode
 from prompts.fewshot import chain_source, example_sources
+from sandbox import AgentCode
 
 TASK = "collect_diamond"
 SHOWN = ("make_stone_pickaxe", "collect_iron", "place_furnace", "make_iron_pickaxe", "collect_diamond", "wake_up")

@@ -1,5 +1,6 @@
 """Throughput on one symbolic Crafter setup: raw env steps/s, our PPO's training steps/s (sync, batched and
-async vector envs, and actor workers), and stable-baselines3 PPO's training steps/s with the same env stack, network and settings.
+async vector envs, and actor workers), and stable-baselines3 PPO's training steps/s with the same env stack,
+network and settings.
 
 Targets (issue 3): ours >= 0.7x raw and >= 1.5x stable-baselines3.
 

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import inspect
 import traceback
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 AGENT_CODE_FILENAME = "<agent-code>"  # the filename agent source is compiled under
 DEFAULT_MAX_STEPS = 200
@@ -127,7 +128,7 @@ class CallStepper:
 
     def __init__(self, actions: list[CodedAction]):
         self.actions = {a.name: a for a in actions}
-        self._generator = None
+        self._generator: Generator[Any, Any, Any] | None = None
         self._action: CodedAction | None = None
 
     def begin(self, name: str, game) -> Reply:

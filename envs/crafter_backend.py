@@ -14,8 +14,17 @@ from crafter import objects as crafter_objects
 
 from envs import fast_worldgen
 from envs.observation import (
-    CREATURES, INVENTORY_KEYS, MATERIAL_IDS, MATERIAL_NAMES, MATERIALS, VIEW_HEIGHT,
-    VIEW_RADIUS_X, VIEW_RADIUS_Y, VIEW_WIDTH, VOID, PlayerObservation,
+    CREATURES,
+    INVENTORY_KEYS,
+    MATERIAL_IDS,
+    MATERIAL_NAMES,
+    MATERIALS,
+    VIEW_HEIGHT,
+    VIEW_RADIUS_X,
+    VIEW_RADIUS_Y,
+    VIEW_WIDTH,
+    VOID,
+    PlayerObservation,
 )
 
 PRIMITIVE_ACTIONS: tuple[str, ...] = tuple(crafter.constants.actions)
@@ -143,7 +152,7 @@ class CrafterBackend:
         pos = (int(player.pos[0]) - self._start[0], int(player.pos[1]) - self._start[1])
         return PlayerObservation(
             materials=self._view_ids(), creatures=self._visible_creatures(),
-            inventory=dict(player.inventory), facing=tuple(int(v) for v in player.facing),
+            inventory=dict(player.inventory), facing=(int(player.facing[0]), int(player.facing[1])),
             pos=pos, daylight=float(self._sim._world.daylight), sleeping=bool(player.sleeping),
             episode_step=episode_step, achievements=frozenset(self.achievements()))
 

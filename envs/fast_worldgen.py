@@ -9,6 +9,8 @@ so the worlds are the same tile for tile (tests/test_fast_worldgen.py compares t
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import opensimplex
 from crafter import constants, objects
@@ -27,7 +29,7 @@ class _NoiseGrid:
         ys = self._ys if ys is None else ys
         if not isinstance(sizes, dict):
             sizes = {sizes: 1}
-        value = 0
+        value: Any = 0  # an array once the first octave is added
         for size, weight in sizes.items():
             # noise3array returns [z, y, x]; Crafter indexes tiles as [x, y].
             grid = self._simplex.noise3array(

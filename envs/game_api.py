@@ -14,14 +14,23 @@ from __future__ import annotations
 import itertools
 import random
 from collections import deque
-from typing import Any, Iterator
+from collections.abc import Generator, Iterator
+from typing import Any
 
 import numpy as np
 
 from envs import rules
 from envs.observation import (
-    CREATURES, DIRECTIONS, MATERIAL_IDS, MATERIAL_NAMES, MOVE_FOR_DIRECTION, UNKNOWN,
-    VIEW_RADIUS_X, VIEW_RADIUS_Y, WALKABLE, PlayerObservation,
+    CREATURES,
+    DIRECTIONS,
+    MATERIAL_IDS,
+    MATERIAL_NAMES,
+    MOVE_FOR_DIRECTION,
+    UNKNOWN,
+    VIEW_RADIUS_X,
+    VIEW_RADIUS_Y,
+    WALKABLE,
+    PlayerObservation,
 )
 
 # Recipe facts from Crafter's own data (data.yaml), which a player learns from the game's manual.
@@ -248,7 +257,7 @@ class GameAPI:
         reachable = self._reachable_adjacent_costs()
         best, best_cost = None, None
         for pos in candidates:
-            cost = min((reachable.get(n) for n in _neighbours(pos) if n in reachable), default=None)
+            cost = min((reachable[n] for n in _neighbours(pos) if n in reachable), default=None)
             if cost is not None and (best_cost is None or cost < best_cost):
                 best, best_cost = pos, cost
         return best if best is not None else candidates[0]
@@ -344,7 +353,7 @@ class GameAPI:
                 return
             yield path[0]
 
-    def defend(self) -> Iterator[str]:
+    def defend(self) -> Generator[str, Any, bool]:
         """Hit a zombie standing next to the player (turning to it first); returns whether it acted.
 
         The walking helpers call it before every step: zombies chase the player, most of all at night."""

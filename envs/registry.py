@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from envs.base import Backend
 
@@ -20,10 +20,10 @@ def _crafter() -> Backend:
 def _minedojo() -> Backend:
     try:
         import minedojo  # noqa: F401  (optional extra)
-    except ImportError:
+    except ImportError as exc:
         raise BackendUnavailable(
             "the minedojo backend needs the MineDojo package, Java 8 and the Minecraft assets it downloads "
-            "(pip install 'rlgpt[minedojo]' on a machine that can reach them); use --env crafter here")
+            "(pip install 'rlgpt[minedojo]' on a machine that can reach them); use --env crafter here") from exc
     raise BackendUnavailable(
         "MineDojo is installed, but rlgpt's game API and tasks are written for Crafter's 2D world and have "
         "no MineDojo adapter yet (see envs/base.py for the protocol an adapter implements); use --env crafter")

@@ -14,8 +14,8 @@ import argparse
 import shlex
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from graph.evaluation.tables import BUILDERS, TECH_TREE, EvalConfig, Runner, Table
 from nodes.settings import VECTOR_MODE_CHOICES

@@ -30,8 +30,9 @@ import importlib.metadata
 import inspect
 import threading
 import types
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 ENTRY_POINT_GROUP = "rlgpt.plugins"
 

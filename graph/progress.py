@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, TextIO
+from typing import Any, TextIO
 
 from rich.console import Console, Group
 from rich.live import Live
 from rich.panel import Panel
-from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 
@@ -69,10 +70,10 @@ class RunProgress:
         self._calls_task = self._budget_bar.add_task("model calls", total=max(max_model_calls, 1), label="")
         self._train_bar = Progress(TextColumn("{task.description:<14}"), BarColumn(), TaskProgressColumn(),
                                    TextColumn("{task.fields[label]}"), TimeElapsedColumn(), console=self._console)
-        self._train_task = None
+        self._train_task: TaskID | None = None
 
     # ---- lifecycle ------------------------------------------------------------------------
-    def __enter__(self) -> "RunProgress":
+    def __enter__(self) -> RunProgress:
         if self.live_mode:
             self._live = Live(self._render(), console=self._console, refresh_per_second=4, transient=False)
             self._live.__enter__()

@@ -14,13 +14,15 @@ import os
 import sqlite3
 import sys
 import time
+from collections.abc import Sequence
 from contextlib import closing
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from sandbox.host import MODE_ENV as SANDBOX_MODE_ENV, MODES as SANDBOX_MODES
 from graph.settings import SettingsError, list_run_ids, load_run_settings, make_settings, save_settings
 from nodes.settings import CODE_TEST_EPISODES, VECTOR_MODE_CHOICES, RunSettings
+from sandbox.host import MODE_ENV as SANDBOX_MODE_ENV
+from sandbox.host import MODES as SANDBOX_MODES
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 RECURSION_LIMIT = 100_000  # the loops are bounded by the settings, not by LangGraph's step cap
@@ -117,8 +119,8 @@ class RunLog:
                 self.sessions = json.loads(self.sessions_path.read_text(encoding="utf-8"))
             except json.JSONDecodeError:
                 self.sessions = []  # a torn write from a killed process: the wall time of old sessions is lost
-        self.session = {"pid": os.getpid(), "resumed": resumed, "started": time.time(), "ended": time.time(),
-                        "nodes": 0}
+        self.session: dict[str, Any] = {"pid": os.getpid(), "resumed": resumed, "started": time.time(),
+                                        "ended": time.time(), "nodes": 0}
         if not read_only:  # read_only: only look at a finished run's sessions
             self.sessions.append(self.session)
             self._save_sessions()

@@ -10,10 +10,15 @@ same run.
 from __future__ import annotations
 
 import json
-import tomllib
+import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, from PyPI
+    import tomli as tomllib
 from pydantic import ValidationError
 
 from envs.tasks import get_task

@@ -10,7 +10,7 @@ sub-action attempt and uses LangGraph's `add_messages`, which the ToolNode appen
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, Optional, TypedDict
+from typing import Annotated, Any, TypedDict
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
@@ -24,13 +24,13 @@ class RLGPTState(TypedDict, total=False):
     plan_reason: str
     subtask_index: int                       # index into plan of the subtask being solved
     replans: int                             # how many times the planner re-planned after a failure
-    failed: Optional[dict]                   # {subtask, best_rate, feedback} while a re-plan is pending
+    failed: dict | None                      # {subtask, best_rate, feedback} while a re-plan is pending
     route: str                               # where the last deciding node sends the run next
 
     # -- the current subtask's decomposition (slow agent) --
-    decomposition: Optional[dict]            # nodes.schemas.Decomposition dump
+    decomposition: dict | None               # nodes.schemas.Decomposition dump
     sub_action_index: int                    # the sub-action the fast agent works on
-    feedback: Optional[dict]                 # the last Critique dump for the current sub-action
+    feedback: dict | None                    # the last Critique dump for the current sub-action
     best: dict                               # sub-action name -> best measured attempt (result dump)
 
     # -- the tool-calling loop of one attempt --
@@ -53,20 +53,20 @@ class RLGPTState(TypedDict, total=False):
     budget_steps: int
     eval_steps: int                          # steps of the final held-out evaluation (not budget)
     started_at: float                        # wall clock of the first node (time.time())
-    stop_reason: Optional[str]               # why the loops stopped early, None when they finished
+    stop_reason: str | None                  # why the loops stopped early, None when they finished
 
     # -- skills and outcome --
     skills: dict[str, dict]                  # subtask name -> nodes.skills.Skill dump (Skill.to_state)
-    evaluation: Optional[dict]               # executor's held-out result
+    evaluation: dict | None                  # executor's held-out result
     usage: dict[str, Any]                    # per-role model calls and tokens
-    report: Optional[dict]                   # the final report (also written to out_dir)
+    report: dict | None                      # the final report (also written to out_dir)
 
 
 def initial_state(task: str, task_text: str, budget_steps: int) -> RLGPTState:
     """The state a fresh run starts from."""
     return RLGPTState(
-        task=task, task_text=task_text, plan=[], plan_reason="", subtask_index=0, replans=0, failed=None, route="planner",
-        decomposition=None, sub_action_index=0, feedback=None, best={}, messages=[], attempt=0,
+        task=task, task_text=task_text, plan=[], plan_reason="", subtask_index=0, replans=0, failed=None,
+        route="planner", decomposition=None, sub_action_index=0, feedback=None, best={}, messages=[], attempt=0,
         code_versions=[], rl_configs=[], results=[], critiques=[], events=[],
         inner_iter=0, outer_iter=0, total_inner_iters=0, total_outer_iters=0,
         env_steps_spent=0, budget_steps=int(budget_steps), eval_steps=0, started_at=0.0,

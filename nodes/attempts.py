@@ -11,9 +11,10 @@ from __future__ import annotations
 import ast
 import json
 from collections import Counter
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolCall, ToolMessage
 
 CODE_TOOL = "run_code_in_env"
 CONFIGURE_TOOL = "configure_rl"
@@ -51,7 +52,7 @@ def last_tool_round(messages: Sequence[BaseMessage]) -> list[ToolMessage]:
     return list(reversed(out))
 
 
-def last_tool_calls(messages: Sequence[BaseMessage]) -> list[dict]:
+def last_tool_calls(messages: Sequence[BaseMessage]) -> list[ToolCall]:
     for m in reversed(messages):
         if isinstance(m, AIMessage):
             return list(m.tool_calls or [])

@@ -18,8 +18,16 @@ from langchain_core.messages import RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from envs.tasks import ACHIEVEMENTS
-from nodes.attempts import (CODE_TOOL, TRAIN_TOOL, judged_rate, last_tool_calls, last_tool_round, measure,
-                            split_functions, steps_of)
+from nodes.attempts import (
+    CODE_TOOL,
+    TRAIN_TOOL,
+    judged_rate,
+    last_tool_calls,
+    last_tool_round,
+    measure,
+    split_functions,
+    steps_of,
+)
 from nodes.limits import MIN_TRAIN_STEPS, budget_left, limit_reached
 from nodes.schemas import Critique
 from nodes.settings import RunSettings
@@ -53,7 +61,7 @@ def _artefacts(state: dict, result: dict, judged: dict) -> dict:
         return {"sources": [src for name, src in functions.items() if name != "main" or entry == "main"],
                 "entry": entry}
     call = next((c for c in calls if c["name"] == TRAIN_TOOL), None)
-    config = (call or {}).get("args", {}).get("rl_config") or {}
+    config = (call.get("args", {}) if call else {}).get("rl_config") or {}
     return {"sources": list(config.get("coded_actions", [])), "rl_config": config, "entry": None}
 
 
@@ -137,7 +145,8 @@ def make_critic(settings: RunSettings, model: Any):
                           more_events=[{"type": "stop", "reason": stop}])
         inner, outer = int(state.get("inner_iter", 0)), int(state.get("outer_iter", 0))
         if c["verdict"] == "revise" and inner + 1 < max_inner:
-            return {**update, "feedback": c, "inner_iter": inner + 1, "messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES)],
+            return {**update, "feedback": c, "inner_iter": inner + 1,
+                    "messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES)],
                     "total_inner_iters": state.get("total_inner_iters", 0) + 1, "route": "fast", "events": events}
         if c["verdict"] in ("move", "revise") and outer + 1 < max_outer:
             return {**update, "feedback": c, "inner_iter": 0, "outer_iter": outer + 1,

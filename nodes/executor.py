@@ -98,7 +98,8 @@ def evaluate_chain(task: str, plan: list[dict], skills: Mapping[str, SkillLike],
     env = CrafterEnv(task=task, obs_kind="symbolic", reward="task")
     target = TASKS[task]
     seeds = eval_seeds(episodes)
-    successes, total_steps, reached, errors = 0, 0, {s.subtask: 0 for s in chain}, []
+    successes, total_steps, reached = 0, 0, {s.subtask: 0 for s in chain}
+    errors: list[str] = []
     start = time.time()
     try:
         for world in seeds:

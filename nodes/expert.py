@@ -15,7 +15,8 @@ tools are identical with either. Its rules:
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 
@@ -76,12 +77,16 @@ class ExpertModel:
 
     # -- AgentModel --
 
-    def structured(self, role: str, messages: Sequence[BaseMessage], schema: type, context: Mapping[str, Any] | None = None):
+    def structured(self, role: str, messages: Sequence[BaseMessage], schema: type,
+                   context: Mapping[str, Any] | None = None):
         context = dict(context or {})
-        answer = {("planner", Plan): self._plan, ("slow", Decomposition): self._decompose,
-                  ("critic", Critique): self._critique}.get((role, schema))
+        rules: dict[tuple[str, type], Callable[[dict], Any]] = {
+            ("planner", Plan): self._plan, ("slow", Decomposition): self._decompose,
+            ("critic", Critique): self._critique}
+        answer = rules.get((role, schema))
         if answer is None:
-            raise ExpertError(f"the expert has no rule for role '{role}' answering {getattr(schema, '__name__', schema)}")
+            raise ExpertError(
+                f"the expert has no rule for role '{role}' answering {getattr(schema, '__name__', schema)}")
         result = answer(context)
         self.usage.record(role)
         return result
@@ -94,7 +99,8 @@ class ExpertModel:
         calls = self._fast(dict(context or {}))
         missing = sorted({c["name"] for c in calls} - names)
         if missing:
-            raise ExpertError(f"the expert needs the tools {missing}, but the graph offers {sorted(n for n in names if n)}")
+            raise ExpertError(
+                f"the expert needs the tools {missing}, but the graph offers {sorted(n for n in names if n)}")
         self.usage.record(role)
         summary = ", ".join(sorted({c["name"] for c in calls}))
         return AIMessage(content=f"[expert] calling {summary} ({len(calls)} call{'s' * (len(calls) != 1)})",

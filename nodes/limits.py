@@ -8,6 +8,7 @@ also declares their defaults.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nodes.attempts import CODE_TOOL, CONFIGURE_TOOL, TRAIN_TOOL
@@ -41,7 +42,7 @@ def limit_reached(state: dict, settings: RunSettings, model: Any, need_steps: in
     return None
 
 
-def fit_calls_to_budget(calls: list[dict], left: int) -> tuple[list[dict], list[str]]:
+def fit_calls_to_budget(calls: Sequence[Mapping[str, Any]], left: int) -> tuple[list[dict], list[str]]:
     """The model's tool calls cut to the `left` env steps of the run's budget, so that no round overruns it.
 
     Code tests share what is left: each test's `max_steps` is at most its share, and tests beyond one

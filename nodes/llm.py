@@ -7,7 +7,8 @@ raises `ModelOutputError`. Network and HTTP failures raise `ModelServerError` na
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar, cast
 
 import openai
 from langchain_core.language_models import BaseChatModel
@@ -82,7 +83,7 @@ class LLMModel:
                                                     include_raw=True)
 
         def answer(msgs: list[BaseMessage]) -> tuple[AIMessage, Callable[[], S]]:
-            out = runnable.invoke(msgs)
+            out = cast(dict[str, Any], runnable.invoke(msgs))  # include_raw=True: {"raw", "parsed", ...}
             raw, parsed = out["raw"], out.get("parsed")
             if isinstance(parsed, schema):
                 return raw, lambda: parsed

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
 
 from langchain_core.messages import AIMessage
-from langchain_core.tools import BaseTool
+from langchain_core.tools import ArgsSchema, BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ValidationError
+
+S = TypeVar("S", bound=BaseModel)
 
 MAX_LISTED_ERRORS = 8
 PREVIEW_CHARS = 160
@@ -88,7 +91,7 @@ def _unwrap_call(obj: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
     return None, obj
 
 
-def validate_into(schema: type[BaseModel], data: Any) -> BaseModel:
+def validate_into(schema: type[S], data: Any) -> S:
     try:
         return schema.model_validate(data)
     except ValidationError as e:
@@ -96,7 +99,7 @@ def validate_into(schema: type[BaseModel], data: Any) -> BaseModel:
                             f"{format_validation_error(e)}") from None
 
 
-def parse_structured(message: AIMessage, schema: type[BaseModel]) -> BaseModel:
+def parse_structured(message: AIMessage, schema: type[S]) -> S:
     """A `schema` instance from a function call in `message`, or else from JSON in its text."""
     name = schema.__name__
     for call in message.tool_calls:
@@ -125,7 +128,7 @@ def tool_name(tool: Any) -> str:
                     f"got {type(tool).__name__}: {tool!r}")
 
 
-def _args_schema(tool: Any) -> type[BaseModel] | Mapping[str, Any] | None:
+def _args_schema(tool: Any) -> ArgsSchema | Mapping[str, Any] | None:
     if isinstance(tool, BaseTool):
         # tool_call_schema leaves out injected arguments the model never supplies.
         return tool.tool_call_schema

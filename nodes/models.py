@@ -8,8 +8,9 @@ build on these types; `nodes.model_factory.make_model` picks one by name.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol, Sequence, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import BaseModel
@@ -89,10 +90,10 @@ class UsageCounter:
                     "completion_tokens": u.completion_tokens} for r, u in self.roles.items()}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Mapping[str, int]]) -> "UsageCounter":
+    def from_dict(cls, data: Mapping[str, Mapping[str, int]]) -> UsageCounter:
         return cls(roles={r: RoleUsage(**dict(v)) for r, v in data.items()})
 
-    def merge(self, other: "UsageCounter") -> None:
+    def merge(self, other: UsageCounter) -> None:
         """Add another counter's numbers (a resumed run adds to what the checkpoint held)."""
         for r, u in other.roles.items():
             mine = self.roles.setdefault(r, RoleUsage())

@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import crafter.constants as crafter_constants
 
@@ -16,11 +16,11 @@ PLACE = {i: dict(v) for i, v in crafter_constants.place.items()}
 MAKE = {i: dict(v) for i, v in crafter_constants.make.items()}
 
 
-@lru_cache(maxsize=None)
+@cache
 def _producer() -> dict[str, str]:
     """Inventory item or station -> the achievement that first provides it."""
     out: dict[str, str] = {}
-    for material, info in COLLECT.items():
+    for info in COLLECT.values():
         for item in info.get("receive", {}):
             out.setdefault(item, f"collect_{item}")
     for item in MAKE:

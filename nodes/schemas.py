@@ -8,7 +8,7 @@ description because that is what a model reads in the JSON schema.
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -56,9 +56,9 @@ class SubAction(BaseModel):
     reason: str = Field(max_length=300, description="why code or RL for this sub-action")
     template: TemplateKind = Field(
         "custom", description="which few-shot example the code starts from: collect, place, make, explore")
-    target: Optional[str] = Field(
+    target: str | None = Field(
         None, max_length=48, description="material or item the template is filled with, e.g. 'tree', 'table'")
-    item: Optional[str] = Field(None, max_length=48, description="inventory item it yields, e.g. 'wood'")
+    item: str | None = Field(None, max_length=48, description="inventory item it yields, e.g. 'wood'")
     coded_actions: list[str] = Field(
         default_factory=list, max_length=12,
         description="for 'rl': names of coded actions appended to the policy's action head")
@@ -75,7 +75,7 @@ class Decomposition(BaseModel):
     reason: str = Field("", max_length=400, description="what changed from the previous decomposition and why")
 
     @model_validator(mode="after")
-    def _unique_names(self) -> "Decomposition":
+    def _unique_names(self) -> Decomposition:
         names = [a.name for a in self.sub_actions]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
@@ -93,10 +93,10 @@ class Critique(BaseModel):
                                          "move: change code<->rl (outer loop); fail: give up on it")
     success_rate: float = Field(ge=0.0, le=1.0, description="measured success rate of this attempt")
     feedback: str = Field(max_length=600, description="what went wrong and what to change, concretely")
-    move_to: Optional[Kind] = Field(None, description="with verdict 'move': the kind to move the sub-action to")
+    move_to: Kind | None = Field(None, description="with verdict 'move': the kind to move the sub-action to")
 
     @model_validator(mode="after")
-    def _move_needs_kind(self) -> "Critique":
+    def _move_needs_kind(self) -> Critique:
         if self.verdict == "move" and self.move_to is None:
             raise ValueError("verdict 'move' needs move_to ('code' or 'rl')")
         if self.verdict != "move" and self.move_to is not None:

@@ -8,9 +8,9 @@ the same examples.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
-from typing import Sequence
 
 EXAMPLES_DIR = Path(__file__).parent / "examples"
 
@@ -24,7 +24,7 @@ _TEMPLATES = {
 KINDS = tuple(_TEMPLATES)
 
 
-@lru_cache(maxsize=None)
+@cache
 def example_sources() -> dict[str, str]:
     """Name -> source of every example coded action, in a stable order."""
     return {path.stem: path.read_text() for path in sorted(EXAMPLES_DIR.glob("*.py"))}

@@ -8,7 +8,8 @@ fast agent also sees the few-shot coded actions from `prompts.fewshot.example_so
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 

@@ -3,7 +3,7 @@ actions, termination, PPO settings). Bad fields fail with messages that name the
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
@@ -41,8 +41,8 @@ def _ppo_field(f: dataclasses.Field, doc: str):
     bounds = PPO_BOUNDS.get(f.name)
     if isinstance(bounds, tuple) and bounds and isinstance(bounds[0], str):
         return (Literal[bounds], Field(f.default, description=doc))  # type: ignore[valid-type]
-    annotation = {"int": int, "float": float, "bool": bool, "str | None": Optional[str],
-                  "float | None": Optional[float]}[str(f.type)]
+    annotation = {"int": int, "float": float, "bool": bool, "str | None": str | None,
+                  "float | None": float | None}[str(f.type)]
     if bounds:
         return (annotation, Field(f.default, ge=bounds[0], le=bounds[1], description=doc))
     return (annotation, Field(f.default, description=doc))
@@ -108,7 +108,7 @@ class RLConfig(BaseModel):
         return self
 
     def ppo_settings(self, **overrides: Any) -> PPOSettings:
-        return PPOSettings(**{**self.ppo.model_dump(), **overrides})
+        return PPOSettings(**{**self.ppo.model_dump(), **overrides})  # type: ignore[attr-defined]  # dynamic model
 
     def coded_action_names(self) -> list[str]:
         return check_config_sources(self.coded_actions)

@@ -143,8 +143,8 @@ def build_crafter_env(config_json: str, gamma: float,
     code = agent_code(cfg.coded_actions, cfg.shaping)  # one sandbox process serves this env's agent code
     if code is not None:
         env = ClosesWith(env, code)
-    if cfg.shaping:
-        env = RewardShaping(env, code.shape)
+        if cfg.shaping:  # shaping source implies code is not None (agent_code)
+            env = RewardShaping(env, code.shape)
     if seeds is not None:
         env = TrainingSeeds(env, *seeds)
     if cfg.coded_actions:
@@ -206,7 +206,9 @@ class EnvSource:
         if self.config is not None:
             payload = self.config.model_dump_json()
             return [CrafterFactory(payload, i, n, seed, gamma) for i in range(n)]
-        return [self.factory if self.factory is not None else GymFactory(self.env_id) for _ in range(n)]
+        # one of config, env_id, factory is set (from_any)
+        return [self.factory if self.factory is not None else GymFactory(self.env_id)  # type: ignore[arg-type]
+                for _ in range(n)]
 
     def coded_action_names(self) -> list[str]:
         return list(self.coded_names)

@@ -89,7 +89,8 @@ class CodedActionsWrapper(GameForwarding):
         self.coded_actions = list(self.driver.specs)
         self.gamma = float(gamma)
         self.n_primitive = int(env.action_space.n)
-        self.action_space = gym.spaces.Discrete(self.n_primitive + len(self.coded_actions))
+        self.n_actions = self.n_primitive + len(self.coded_actions)
+        self.action_space = gym.spaces.Discrete(self.n_actions)  # typed Space by gym.Wrapper: use n_actions
         names = list(self.primitive_actions)
         if "noop" not in names:
             raise ValueError("the wrapped environment has no 'noop' primitive action")
@@ -113,7 +114,7 @@ class CodedActionsWrapper(GameForwarding):
         return self.primitive_actions + [a.name for a in self.coded_actions]
 
     def action_mask(self) -> np.ndarray:
-        mask = np.ones(self.action_space.n, dtype=bool)
+        mask = np.ones(self.n_actions, dtype=bool)
         mask[self.n_primitive:] = self.driver.mask(self.game)  # a raising precondition masks its action
         return mask
 
@@ -126,8 +127,8 @@ class CodedActionsWrapper(GameForwarding):
 
     def step(self, action: Any):
         a = int(action)
-        if not 0 <= a < self.action_space.n:
-            raise ValueError(f"action {a} is outside Discrete({self.action_space.n})")
+        if not 0 <= a < self.n_actions:
+            raise ValueError(f"action {a} is outside Discrete({self.n_actions})")
         cap = self.allowance.cap_for_next_env() if self.allowance is not None else None
         if a < self.n_primitive:
             obs, reward, terminated, truncated, info = self.env.step(a)

@@ -19,7 +19,8 @@ import signal
 import sys
 import time
 import traceback
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
@@ -43,7 +44,7 @@ def usable_cpus() -> int:
         return os.cpu_count() or 2
 
 
-def _step_slice(envs: list, actions) -> tuple:
+def _step_slice(envs: list, actions) -> list:
     """Step each env; a finished one is reset at once (same-step autoreset) and its last obs/info kept."""
     out = []
     for env, action in zip(envs, actions):
@@ -155,7 +156,8 @@ class BatchedVectorEnv(VectorEnv):
         try:
             for w, (lo, hi) in enumerate(self._slices):
                 parent, child = ctx.Pipe()
-                proc = ctx.Process(target=_work, args=(child, list(env_fns[lo:hi])),
+                # every concrete context has Process; typeshed's BaseContext does not declare it
+                proc = ctx.Process(target=_work, args=(child, list(env_fns[lo:hi])),  # type: ignore[attr-defined]
                                    name=f"BatchedVectorEnv-worker-{w}", daemon=True)
                 proc.start()
                 child.close()  # only the worker holds it now, so its death shows here as EOF
@@ -226,6 +228,7 @@ class BatchedVectorEnv(VectorEnv):
     # ---- gymnasium VectorEnv API ----------------------------------------------------------------------
     def reset(self, *, seed: int | list | None = None, options: dict | None = None):
         n = self.num_envs
+        seeds: list[int | None]
         if seed is None:
             seeds = [None] * n
         elif isinstance(seed, (int, np.integer)):

@@ -58,7 +58,8 @@ def _actor_collect(envs: list, state: dict, spec: CollectorSpec, seeds: list, we
     if "collector" not in state:
         torch.set_num_threads(1)
         torch.manual_seed(spec.seed * 7919 + seeds[0])  # each worker samples its own action stream
-        local = gym.vector.SyncVectorEnv([lambda e=e: e for e in envs],
+        # mypy cannot infer a lambda with a default argument
+        local = gym.vector.SyncVectorEnv([lambda e=e: e for e in envs],  # type: ignore[misc]
                                          autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
         state["agent"] = Agent(spec.obs_shape, spec.n_actions, spec.hidden_size)
         state["collector"] = Collector(local, spec, torch.device("cpu"), seed=seeds)

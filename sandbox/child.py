@@ -2,9 +2,12 @@
 
 Started by `sandbox.host` as `python -I -c BOOT PROJECT_ROOT` with an empty environment (and, where
 bubblewrap works, in namespaces with a read-only view of the Python runtime). It imports what it needs,
-says it is ready, then waits for its job: the first frame (`load`) brings the limits, the sources and
-whether the lint applies. It confines itself (sandbox.confine), loads the code and serves requests:
+says it is ready, then waits for its job: the first request brings the limits and it confines itself
+(sandbox.confine) and reports the layers; the second brings the sources and whether the lint applies.
+Then it serves requests:
 
+    confine {limits}     apply every layer (sandbox.confine) -> {"r": "confined", "v": {layer: True | why not}}
+    load {sources, ...}  run the sources' top level -> {"r": "loaded", "v": [action specs]} | unsafe | load
     begin {name, sync}   start a call of a coded action -> {"r": "act"|"end"|"error"|"precondition", "v": ...}
     advance {sync}       the step's observation; the call's next action -> the same
     finish {}            close the open call (its `finally` runs) -> {"r": "ok"}
@@ -23,13 +26,14 @@ import math
 import signal
 import sys
 import traceback  # noqa: F401 - imported before confinement: error descriptions use it
+from collections.abc import Callable
 
 from envs.coded import CallStepper, describe_agent_error, spec_of
 from envs.game_api import GameAPI
 from sandbox import confine
+from sandbox.lint import UnsafeCodeError, checker_disabled
 from sandbox.loader import load_coded_actions, load_shaping
 from sandbox.namespace import CodeLoadError
-from sandbox.lint import UnsafeCodeError, checker_disabled
 from sandbox.wire import MAX_TO_CHILD, FrameReader, obs_from_wire, write_frame
 
 REQUEST_IN, REPLY_OUT = 0, 1
@@ -64,7 +68,7 @@ class Server:
         self.timer_s = 1.0
         self.game = GameAPI()
         self.stepper = CallStepper([])
-        self.shaping = None
+        self.shaping: Callable[[dict, dict], float] | None = None
         self.shaping_source: str | None = None
 
     def send(self, message: dict) -> None:
@@ -73,26 +77,27 @@ class Server:
     def on_print(self, text: str) -> None:
         self.send({"print": text[:PRINT_CAP]})
 
-    def load(self, job: dict) -> dict:
+    def confine(self, job: dict) -> dict:
+        """Every layer, before any agent code: what this reports cannot have been written by that code."""
         limits = job["limits"]
         self.timer_s = TIMER_SHARE * float(limits["step_timeout_s"])
         applied = confine.confine(int(limits["memory_mb"]), int(limits["cpu_s"]), int(limits["file_size_mb"]))
-        missing = {k: v for k, v in applied.items() if v is not True}
-        if job.get("strict") and missing:  # strict: no agent code runs with a layer missing
-            return {"r": "refused", "v": missing, "layers": applied}
+        return {"r": "confined", "v": applied}
+
+    def load(self, job: dict) -> dict:
         try:
             if job.get("lint", True):
-                return self._load(job, applied)
+                return self._load(job)
             with checker_disabled():
-                return self._load(job, applied)
+                return self._load(job)
         except UnsafeCodeError as exc:
-            return {"r": "unsafe", "v": str(exc), "layers": applied}
+            return {"r": "unsafe", "v": str(exc)}
         except CodeLoadError as exc:
-            return {"r": "load", "v": str(exc), "layers": applied}
+            return {"r": "load", "v": str(exc)}
         except MemoryError:
-            return {"r": "load", "v": "MemoryError: the code's top level ran out of memory", "layers": applied}
+            return {"r": "load", "v": "MemoryError: the code's top level ran out of memory"}
 
-    def _load(self, job: dict, applied: dict) -> dict:
+    def _load(self, job: dict) -> dict:
         actions = []
         for i, source in enumerate(job.get("sources") or []):
             try:
@@ -106,7 +111,7 @@ class Server:
             self.shaping_source = job["shaping"]
             self.shaping = load_shaping(self.shaping_source, output=self.on_print)
         specs = [vars(spec_of(a)) for a in actions]
-        return {"r": "loaded", "v": specs, "layers": applied}
+        return {"r": "loaded", "v": specs}
 
     def sync(self, request: dict) -> None:
         update = request.get("sync")
@@ -152,7 +157,8 @@ class Server:
         try:
             value = float(self.shaping(*views))
         except Exception as exc:
-            return "error", f"the shaping function raised {type(exc).__name__}: {describe_agent_error(exc, self.shaping_source)}"
+            described = describe_agent_error(exc, self.shaping_source)
+            return "error", f"the shaping function raised {type(exc).__name__}: {described}"
         if not math.isfinite(value):
             return "error", f"the shaping function returned {value}; it must return a finite float"
         return "value", value
@@ -162,6 +168,12 @@ def main() -> int:
     reader = FrameReader(REQUEST_IN, MAX_TO_CHILD)
     server = Server(reader)
     write_frame(REPLY_OUT, {"ready": True})
+    job = reader.read(None)
+    reply = server.confine(job)
+    reply["id"] = job.get("id")
+    server.send(reply)
+    if job.get("strict") and any(v is not True for v in reply["v"].values()):
+        return 1  # strict: with a layer missing, no agent code is loaded at all
     job = reader.read(None)
     reply = server.load(job)
     reply["id"] = job.get("id")

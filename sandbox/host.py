@@ -21,9 +21,11 @@ from __future__ import annotations
 import logging
 import math
 import os
+import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any
 
 from envs.coded import ActionSpec, OptionOutcome, Reply, run_option
 from sandbox import launch
@@ -92,7 +94,7 @@ class AgentCode:
         self._given_up = False
         self.last_failure: str | None = None
         self.last_failure_timed_out = False
-        self._proc = None
+        self._proc: subprocess.Popen | None = None
         self._reader: FrameReader | None = None
         self._point = None            # the game state the process's mirror is at
         self._open_call = False
@@ -181,7 +183,7 @@ class AgentCode:
             launch.stop_process(self._proc)
         self._proc, self._reader, self._point = None, None, None
 
-    def __enter__(self) -> "AgentCode":
+    def __enter__(self) -> AgentCode:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -217,12 +219,13 @@ class AgentCode:
         if strict and not ok:
             raise SandboxUnavailable(f"--sandbox strict: {problem}")
         try:
-            self._proc = launch.start_process()
+            self._proc = proc = launch.start_process()
         except OSError as exc:
             raise SandboxUnavailable(f"the sandbox process could not be started: {exc}") from exc
-        self._reader = FrameReader(self._proc.stdout.fileno(), MAX_FROM_CHILD)
-        os.set_blocking(self._proc.stdin.fileno(), False)  # every read and write here has a deadline
-        os.set_blocking(self._proc.stdout.fileno(), False)
+        assert proc.stdin is not None and proc.stdout is not None  # started with stdin=stdout=PIPE
+        self._reader = FrameReader(proc.stdout.fileno(), MAX_FROM_CHILD)
+        os.set_blocking(proc.stdin.fileno(), False)  # every read and write here has a deadline
+        os.set_blocking(proc.stdout.fileno(), False)
         try:
             ready = self._reader.read(time.monotonic() + STARTUP_TIMEOUT_S)
             if ready.get("ready") is not True:
@@ -231,16 +234,23 @@ class AgentCode:
             details = self._stderr_tail()
             self.close()
             raise SandboxUnavailable(f"the sandbox process did not start ({exc}){details}") from None
-        job = {"op": "load", "limits": asdict(self.limits), "sources": self.sources,
-               "shaping": self.shaping_source, "lint": lint_enforced(), "strict": strict}
+        confined = self._ask({"op": "confine", "limits": asdict(self.limits), "strict": strict}, None,
+                             timeout=STARTUP_TIMEOUT_S)
+        if confined is None or confined[0] != "confined" or not isinstance(confined[1], dict):
+            self.close()
+            raise SandboxUnavailable(f"the sandbox process could not confine itself: {self.last_failure or confined}")
+        self.layers_reported = {clean_text(k, 40): v if v is True else clean_text(v, 300)
+                                for k, v in list(confined[1].items())[:10]}
+        missing = {k: v for k, v in self.layers_reported.items() if v is not True}
+        if strict and missing:
+            self.close()
+            raise SandboxUnavailable(f"--sandbox strict: isolation layers missing: {clean_text(missing, 500)}")
+        job = {"op": "load", "sources": self.sources, "shaping": self.shaping_source, "lint": lint_enforced()}
         answer = self._ask(job, None, timeout=self.limits.load_timeout_s, kind="load")
         if answer is None:
             kind = "timeout" if self.last_failure_timed_out else "load"
             raise CodeRejected(kind, f"the code could not be loaded: {self.last_failure}")
         kind, value = answer
-        if kind == "refused":
-            self.close()
-            raise SandboxUnavailable(f"--sandbox strict: isolation layers missing: {clean_text(value, 500)}")
         if kind in ("unsafe", "load"):
             self.close()
             raise CodeRejected(kind, clean_text(value))
@@ -271,8 +281,9 @@ class AgentCode:
     def _ask(self, message: dict, game, timeout: float | None = None, kind: str = "request") -> Reply | None:
         """Send one request (bringing the mirror in step with `game` first) and read its answer; None when
         the process failed (then it is stopped and `last_failure` says why)."""
-        if self._proc is None:
+        if self._proc is None or self._reader is None:  # the two are set and cleared together
             return None
+        assert self._proc.stdin is not None  # started with stdin=PIPE
         if game is not None:
             point = game._sync_point()
             update = game._catch_up(self._point)
@@ -294,17 +305,14 @@ class AgentCode:
             self.last_failure_timed_out = exc.timed_out
             if exc.timed_out:
                 self._fail(f"no answer within {timeout:g} s: an endless loop, or code that does not yield"
-                           if kind == "request" else f"timed out after {timeout:g} s while loading: the top level never finished")
+                           if kind == "request" else
+                           f"timed out after {timeout:g} s while loading: the top level never finished")
             else:
                 self._fail(f"the sandbox process failed ({exc}){self._exit_note()}")
             return None
         if answer.get("id") != self._next_id or not isinstance(answer.get("r"), str):
             self._fail("the sandbox process answered out of turn (the code wrote to its channel)")
             return None
-        if kind == "load":  # what the process says it applied: data from the other side, cleaned
-            layers = answer.get("layers") if isinstance(answer.get("layers"), dict) else {}
-            self.layers_reported = {clean_text(k, 40): v if v is True else clean_text(v, 300)
-                                    for k, v in list(layers.items())[:10]}
         if game is not None:
             self._point = point
         value = answer.get("v")

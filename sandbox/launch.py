@@ -33,7 +33,7 @@ BOOT = ("import sys; sys.path[:0] = sys.argv[1:]\n"
 _PASSED_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 _THREAD_ENV = {k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")}
 
-_live: "weakref.WeakSet[subprocess.Popen]" = weakref.WeakSet()
+_live: weakref.WeakSet[subprocess.Popen] = weakref.WeakSet()
 _lock = threading.Lock()
 _spare: subprocess.Popen | None = None
 _spare_owner = 0
@@ -58,8 +58,8 @@ def _runtime_dirs() -> list[str]:
 
 
 def bwrap_command() -> list[str]:
-    args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--uid", "65534", "--gid", "65534",
-            "--ro-bind", "/usr", "/usr"]
+    args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+            "--uid", "65534", "--gid", "65534", "--ro-bind", "/usr", "/usr"]
     for top in ("/lib", "/lib64", "/lib32", "/bin", "/sbin"):
         if os.path.islink(top):
             args += ["--symlink", os.readlink(top), top]

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import ast
 import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 # Pure-computation modules, each inspected so that none of its public names is a module
 # (which could lead on to os/sys): dataclasses, operator, string, typing are left out because
@@ -208,7 +208,8 @@ def find_violations(source: str) -> list[Violation]:
     if len(source) > MAX_SOURCE_CHARS:
         return [Violation(0, f"the code is {len(source)} characters long; the limit is {MAX_SOURCE_CHARS}")]
     if not source.strip():
-        return [Violation(0, "the code is empty; write at least one generator function `def name(game): ... yield 'noop'`")]
+        return [Violation(
+            0, "the code is empty; write at least one generator function `def name(game): ... yield 'noop'`")]
     try:
         tree = ast.parse(source, filename="<agent code>")
     except SyntaxError as exc:

@@ -14,14 +14,16 @@ This runs the source's top level: only `sandbox.child`, inside the sandbox proce
 from __future__ import annotations
 
 import inspect
-from typing import Callable
+import types
+from collections.abc import Callable
+from typing import TypeGuard
 
 from envs.coded import AGENT_CODE_FILENAME, CodedAction, as_coded_action, coded_action
 from sandbox.lint import check_source
 from sandbox.namespace import CodeLoadError, build_namespace, exec_agent_source
 
 
-def _defined_here(value) -> bool:
+def _defined_here(value: object) -> TypeGuard[types.FunctionType]:
     return inspect.isfunction(value) and value.__code__.co_filename == AGENT_CODE_FILENAME
 
 

@@ -15,11 +15,11 @@ import itertools
 import math
 import random
 import types
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from envs.coded import AGENT_CODE_FILENAME, describe_agent_error
 from sandbox.lint import ALLOWED_MODULES
-
 
 _SAFE_BUILTIN_NAMES = (
     # values and containers
@@ -93,4 +93,5 @@ def exec_agent_source(source: str, namespace: dict[str, Any]) -> None:
     except MemoryError:
         raise  # the sandbox reports it as the memory limit
     except Exception as exc:
-        raise CodeLoadError(f"the code failed while defining its functions: {describe_agent_error(exc, source)}") from None
+        described = describe_agent_error(exc, source)
+        raise CodeLoadError(f"the code failed while defining its functions: {described}") from None

@@ -63,7 +63,7 @@ class LlamaServer:
         self.proc: subprocess.Popen | None = None
         self._log = None
 
-    def start(self) -> "LlamaServer":
+    def start(self) -> LlamaServer:
         if importlib.util.find_spec("llama_cpp") is None:
             raise LlamaServerError(f"llama-cpp-python is not installed: {INSTALL_HINT}")
         cmd = [self.python, "-m", "llama_cpp.server", "--model", str(self.model_path),
@@ -117,7 +117,7 @@ class LlamaServer:
             os.unlink(self._log.name)
             self._log = None
 
-    def __enter__(self) -> "LlamaServer":
+    def __enter__(self) -> LlamaServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:

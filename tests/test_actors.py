@@ -1,9 +1,8 @@
 """The 'actors' vector mode: workers hold a policy copy and collect their share of each rollout."""
-from pathlib import Path
 
 import pytest
-
 from ppo_toys import FileLedger, FileLedgerOptionChainFactory, InfoVarietyFactory
+
 from rl.env_factory import EnvSource
 from rl.ppo import PPOSettings
 from rl.training import train

@@ -118,7 +118,8 @@ def test_unavailable_backend_is_refused_with_what_to_do():
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-m", "graph.run", "harvest log", "--env", "minedojo", "--out", "/tmp/rlgpt-minedojo-test"],
+    done = subprocess.run([sys.executable, "-m", "graph.run", "harvest log", "--env", "minedojo",
+                           "--out", "/tmp/rlgpt-minedojo-test"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert "minedojo" in done.stderr and "--env crafter" in done.stderr and "Traceback" not in done.stderr

@@ -1,9 +1,8 @@
 """The game API: it reports what the player sees, remembers it, and plans over it."""
 
-import numpy as np
 import pytest
 
-from envs.coded import as_coded_action, coded_action, execute, AGENT_CODE_FILENAME
+from envs.coded import AGENT_CODE_FILENAME, as_coded_action, coded_action, execute
 from envs.crafter_env import ACTION_INDEX, CrafterEnv
 from prompts.fewshot import combined_source, example_sources, fill
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from llm_server import LlamaServer
 
 from envs.tasks import TASKS
-from llm_server import LlamaServer
 from nodes.llm import LLMModel
 from nodes.model_factory import make_model
 from nodes.models import ModelOutputError, ModelServerError

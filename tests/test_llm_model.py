@@ -3,7 +3,8 @@ model (no network). The fake records every prompt so a test can see what a re-as
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import httpx
 import openai
@@ -264,7 +265,7 @@ def test_usage_counter_table_and_round_trip():
     lines = table.splitlines()
     assert lines[0] == "Model usage (gpt-x)"
     assert lines[-1].split() == ["TOTAL", "3", "1", "170", "40", "210"]
-    assert any(l.split() == ["expert-critic", "1", "0", "0", "0", "0"] for l in lines)
+    assert any(line.split() == ["expert-critic", "1", "0", "0", "0", "0"] for line in lines)
     again = UsageCounter.from_dict(u.to_dict())
     again.merge(u)
     assert again.total().calls == 6 and again.roles["planner"].prompt_tokens == 240

@@ -3,10 +3,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ppo_toys import RewardEveryStepEnv, bad_name, forever, nothing, raise_after_two, three_steps
 
 from envs.coded import CodedAction, as_coded_action
 from rl.options import CodedActionsWrapper
-from ppo_toys import RewardEveryStepEnv, bad_name, forever, nothing, raise_after_two, three_steps
 
 GAMMA = 0.9
 

@@ -22,7 +22,9 @@ def test_reduces_to_standard_gae_when_every_transition_is_one_step():
         delta = r[i] + gamma * nxt * (1 - ends[i]) - v[i]
         last = delta + gamma * lam * (1 - ends[i]) * last
         adv[i] = last
-    f = lambda a: torch.tensor(a, dtype=torch.float32)
+    def f(a):
+        return torch.tensor(a, dtype=torch.float32)
+
     got, ret = smdp_gae(f(r), f(v), f(ends), torch.ones(T, N), f(nv), gamma, lam)
     assert np.allclose(got.numpy(), adv, atol=1e-5)
     assert np.allclose(ret.numpy(), adv + v, atol=1e-5)

@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 import torch
-
 from ppo_toys import OptionChainFactory
+
 from rl.env_factory import EnvSource
 from rl.policy_io import load_policy
 from rl.ppo import Agent, PPOSettings

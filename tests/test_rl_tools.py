@@ -85,8 +85,8 @@ def test_skill_refuses_a_mismatched_observation_kind(tmp_path):
     from envs.crafter_env import CrafterEnv
     from rl.config import RLConfig
     from rl.env_factory import EnvSource
-    from rl.policy_skill import PolicySkill
     from rl.policy_io import save_policy
+    from rl.policy_skill import PolicySkill
     from rl.ppo import Agent, PPOSettings
 
     cfg = RLConfig(task="collect_wood")
@@ -126,7 +126,8 @@ def test_reward_shaping_adds_the_bonus_each_step_and_reports_a_broken_function()
             self.wood += int(action)
             return np.zeros(1, np.float32), 0.0, False, False, {"inventory": {"wood": self.wood}, "achievements": []}
 
-    fn = compile_shaping("def shaping(prev, curr):\n    return 0.5 * (curr['inventory']['wood'] - prev['inventory']['wood'])\n")
+    fn = compile_shaping("def shaping(prev, curr):\n"
+                         "    return 0.5 * (curr['inventory']['wood'] - prev['inventory']['wood'])\n")
     env = RewardShaping(WoodEnv(), fn)
     env.reset()
     assert env.step(1)[1] == 0.5 and env.step(0)[1] == 0.0 and env.step(1)[1] == 0.5

@@ -4,7 +4,6 @@ isolation from the simulator."""
 from __future__ import annotations
 
 import os
-import socket
 import sys
 import sysconfig
 import time
@@ -17,9 +16,15 @@ import pytest
 from envs.coded import CodedAction
 from envs.crafter_env import CrafterEnv
 from sandbox import (
-    ALLOWED_MODULES, AgentCode, CodeRejected, SandboxLimits, SandboxUnavailable, UnsafeCodeError, check_source,
+    ALLOWED_MODULES,
+    AgentCode,
+    CodeRejected,
+    SandboxLimits,
+    SandboxUnavailable,
+    UnsafeCodeError,
+    check_source,
+    launch,
 )
-from sandbox import launch
 from sandbox.loader import load_coded_actions
 from sandbox.namespace import CodeLoadError, build_namespace
 

@@ -5,8 +5,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
-
 from ppo_toys import InfoVarietyFactory, OptionChainFactory
+
 from rl.env_factory import CrafterFactory, EnvSource
 from rl.ppo import PPOSettings
 from rl.training import train

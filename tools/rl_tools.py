@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from langchain_core.tools import StructuredTool
 from pydantic import BaseModel, Field
@@ -19,39 +19,39 @@ CURVE_POINTS = 40  # the model sees a thinned curve; the CSV in the run folder k
 
 class ConfigureReport(BaseModel):
     ok: bool
-    config: Optional[dict] = None
+    config: dict | None = None
     coded_action_names: list[str] = Field(default_factory=list)
-    error: Optional[str] = None
+    error: str | None = None
 
 
 class CurvePoint(BaseModel):
     step: int
-    success_rate: Optional[float]
-    mean_return: Optional[float]
+    success_rate: float | None
+    mean_return: float | None
 
 
 class TrainReport(BaseModel):
     ok: bool
-    error: Optional[str] = None
-    task: Optional[str] = None
+    error: str | None = None
+    task: str | None = None
     steps_used: int = 0
     """primitive environment steps spent training (counts toward the run's sample budget)"""
     eval_steps: int = 0
     """primitive steps spent on the held-out evaluation"""
     wall_time_s: float = 0.0
     learning_curve: list[CurvePoint] = Field(default_factory=list)
-    final_success_rate: Optional[float] = None
+    final_success_rate: float | None = None
     """success rate on held-out evaluation seeds"""
-    success_ci: Optional[tuple[float, float]] = None
+    success_ci: tuple[float, float] | None = None
     eval_episodes: int = 0
-    final_train_success_rate: Optional[float] = None
+    final_train_success_rate: float | None = None
     coded_action_counts: dict[str, int] = Field(default_factory=dict)
     coded_action_failures: dict[str, int] = Field(default_factory=dict)
     coded_action_errors: list[str] = Field(default_factory=list)
-    policy_path: Optional[str] = None
-    run_dir: Optional[str] = None
-    learning_curve_png: Optional[str] = None
-    metrics_csv: Optional[str] = None
+    policy_path: str | None = None
+    run_dir: str | None = None
+    learning_curve_png: str | None = None
+    metrics_csv: str | None = None
 
 
 def validate_config(config: Any):
@@ -88,12 +88,13 @@ def _thin(curve: list[dict], n: int) -> list[CurvePoint]:
     if len(curve) > n:
         idx = sorted({round(i * (len(curve) - 1) / (n - 1)) for i in range(n)})
         curve = [curve[i] for i in idx]
-    clean = [{k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()} for row in curve]
+    clean: list[dict[str, Any]] = [{k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}
+                                   for row in curve]
     return [CurvePoint(step=int(r["step"]), success_rate=r["success_rate"], mean_return=r["mean_return"])
             for r in clean]
 
 
-def train_ppo(config: dict, run_dir: Optional[str] = None) -> TrainReport:
+def train_ppo(config: dict, run_dir: str | None = None) -> TrainReport:
     from rl.evaluate import evaluate_policy
     from rl.training import train
 
@@ -123,7 +124,7 @@ def train_ppo(config: dict, run_dir: Optional[str] = None) -> TrainReport:
     return report
 
 
-def _existing(path: Path) -> Optional[str]:
+def _existing(path: Path) -> str | None:
     return str(path) if path.exists() else None
 
 
@@ -142,7 +143,7 @@ class _ConfigArgs(BaseModel):
 
 
 class _TrainArgs(_ConfigArgs):
-    run_dir: Optional[str] = Field(None, description="folder for the run's metrics and policy (default: runs/ppo/...)")
+    run_dir: str | None = Field(None, description="folder for the run's metrics and policy (default: runs/ppo/...)")
 
 
 def _configure_rl_tool(rl_config: dict):
@@ -150,7 +151,7 @@ def _configure_rl_tool(rl_config: dict):
     return report.model_dump_json(exclude_none=True), report
 
 
-def _train_ppo_tool(rl_config: dict, run_dir: Optional[str] = None):
+def _train_ppo_tool(rl_config: dict, run_dir: str | None = None):
     report = train_ppo(rl_config, run_dir)
     return report.model_dump_json(exclude_none=True), report
 

@@ -24,7 +24,15 @@ from pydantic import BaseModel, Field
 from envs.crafter_env import CrafterEnv
 from envs.seeds import check_training_seed
 from envs.tasks import UnknownTaskError, get_task
-from sandbox import ALLOWED_MODULES, AgentCode, CodeRejected, SandboxLimits, SandboxUnavailable, UnsafeCodeError, check_source
+from sandbox import (
+    ALLOWED_MODULES,
+    AgentCode,
+    CodeRejected,
+    SandboxLimits,
+    SandboxUnavailable,
+    UnsafeCodeError,
+    check_source,
+)
 from sandbox.wire import clean_text
 from tools.trace import TraceBuilder
 
@@ -140,7 +148,7 @@ def run_code(code: str, task: str = "collect_wood", seed: int = 0, max_steps: in
              memory_mb: int = 512, output_dir: str = DEFAULT_OUTPUT_DIR) -> CodeRunReport:
     """Run agent code in a fresh episode; the code runs in the sandbox, the episode here. Always returns a report."""
     start = time.monotonic()
-    base = {"task": str(task), "seed": seed if isinstance(seed, int) else 0}
+    base: dict[str, Any] = {"task": str(task), "seed": seed if isinstance(seed, int) else 0}
 
     def failed(kind: str, error: str, **extra) -> CodeRunReport:
         return CodeRunReport(ok=False, failure_kind=kind, error=clean_text(error),
@@ -275,7 +283,8 @@ run_code_in_env = StructuredTool.from_function(
     description=(
         "Test coded actions in a fresh Crafter episode and get back what happened: success or the error "
         "with its line, primitive steps used, achievements unlocked, inventory before/after and a trace. "
-        f"The code runs sandboxed: imports only from {_MODULES}; no names or attributes starting with '_', no open/eval/exec/getattr/type, no classes. "
+        f"The code runs sandboxed: imports only from {_MODULES}; no names or attributes starting with '_', "
+        "no open/eval/exec/getattr/type, no classes. "
         "Runs `action`, else the function named `main`, else the last coded action defined."),
     args_schema=RunCodeArgs,
     response_format="content_and_artifact",

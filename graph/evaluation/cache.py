@@ -9,8 +9,9 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.=-]+")
 

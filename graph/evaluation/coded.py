@@ -10,7 +10,6 @@ from nodes.expert import write_source
 from nodes.recipes import backward_chain, template_for
 
 
-
 def chain_of(task: str) -> list[str]:
     """The task's subtasks in tech-tree order, as the expert planner orders them."""
     if TASKS[task].achievement is None:

@@ -7,7 +7,7 @@ The +1 keeps an achievement that is never unlocked from zeroing the whole score.
 from __future__ import annotations
 
 import math
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from envs.tasks import ACHIEVEMENTS
 

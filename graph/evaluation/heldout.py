@@ -7,7 +7,8 @@ and counts the task's success. The Crafter-score episodes record every achieveme
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from envs.seeds import eval_seeds
 from rl.evaluate import wilson_interval

@@ -14,8 +14,9 @@ the final held-out measurement.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from envs.seeds import train_seeds
 from envs.tasks import TASKS, get_task
@@ -104,7 +105,7 @@ def run_rlgpt(task: str, budget: int, episodes: int, work_dir: Path, key: str, *
                 log(f"    resuming RL-GPT run {settings.run_id} at {', '.join(snapshot.next)}")
             inputs = None if snapshot.values else start_state(settings)
             for update in graph.stream(inputs, config, stream_mode="updates", durability="sync"):
-                for node, change in update.items():
+                for change in update.values():
                     for event in (change or {}).get("events", []) if isinstance(change, dict) else []:
                         if event.get("type") in ("measure", "move", "stop"):
                             log("    " + _describe_event(event))

@@ -53,18 +53,19 @@ def plot_table(table: Table, folder: Path) -> Path | None:
         ax.set_ylabel("success rate")
         ax.legend(fontsize=8)
     elif table.key == "table3_iterations":
-        ours = [r for r in rows if r.get("outer") is not None]
-        pub = [r for r in rows if r.get("outer") is None]
-        if ours:
-            vals, err = _err(ours, "success_rate")
-            it = [r["iteration"] for r in ours]
+        our_rows = [r for r in rows if r.get("outer") is not None]
+        published_rows = [r for r in rows if r.get("outer") is None]
+        if our_rows:
+            vals, err = _err(our_rows, "success_rate")
+            it = [r["iteration"] for r in our_rows]
             ax.errorbar(it, vals, yerr=err, marker="o", capsize=4, label="ours, held-out (95% CI)")
-            ax.plot(it, [r.get("measured_success") for r in ours], "x--", label="ours, success seen by the critic")
-            for r, v in zip(ours, vals):
+            ax.plot(it, [r.get("measured_success") for r in our_rows], "x--",  # type: ignore[arg-type]  # None: a gap
+                    label="ours, success seen by the critic")
+            for r, v in zip(our_rows, vals):
                 ax.annotate(r["kind"], (r["iteration"], 0 if np.isnan(v) else v), textcoords="offset points",
                             xytext=(4, 6), fontsize=7)
-        ax.plot([r["iteration"] for r in pub], [r["success_rate"] for r in pub], "s:", color="gray",
-                label="RL-GPT published (MineDojo)")
+        ax.plot([r["iteration"] for r in published_rows], [r["success_rate"] for r in published_rows], "s:",
+                color="gray", label="RL-GPT published (MineDojo)")
         ax.set_xlabel("iteration")
         ax.set_ylabel("success rate")
         ax.legend(fontsize=8)

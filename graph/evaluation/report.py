@@ -5,8 +5,9 @@ import csv
 import json
 import platform
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table as RichTable
@@ -62,10 +63,11 @@ def render_markdown(tables: Sequence[Table], cfg: EvalConfig, meta: dict[str, An
     from envs.seeds import eval_seeds
 
     seeds = eval_seeds(cfg.episodes)
+    mode = "QUICK (tiny budgets: checks the pipeline, the numbers mean nothing)" if cfg.quick else "full"
     lines = ["# RL-GPT on Crafter: evaluation report", "",
              f"Produced by `{meta['command']}` on {meta['date']}.", "",
-             f"- mode: {'QUICK (tiny budgets: checks the pipeline, the numbers mean nothing)' if cfg.quick else 'full'}",
-             f"- model: the offline rule-based expert (no language model)",
+             f"- mode: {mode}",
+             "- model: the offline rule-based expert (no language model)",
              f"- budgets (primitive env steps, the same for every method compared): tables 1 and 5: "
              f"{cfg.budget:,}; tables 2, 3, 4: {cfg.task_budget:,} per task",
              f"- held-out seeds: {seeds[0]}..{seeds[-1]} ({cfg.episodes} episodes per rate, one per seed)",

@@ -6,9 +6,10 @@ Every measured cell goes through the CellCache, so a re-run after a kill skips f
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -16,9 +17,15 @@ from envs.tasks import ACHIEVEMENTS
 from graph.evaluation import methods, published
 from graph.evaluation.cache import CellCache, cell_key
 from graph.evaluation.crafter_score import achievement_rates, crafter_score
+from graph.evaluation.heldout import (
+    code_skill,
+    crafter_episodes,
+    evaluate_skills,
+    play_code_episode,
+    play_policy_episode,
+    rate_fields,
+)
 from sandbox import AgentCode
-from graph.evaluation.heldout import (code_skill, crafter_episodes, evaluate_skills, play_code_episode,
-                                      play_policy_episode, rate_fields)
 
 TECH_TREE = ("collect_wood", "place_table", "make_wood_pickaxe", "collect_stone", "make_stone_pickaxe",
              "collect_coal", "collect_iron", "place_furnace", "make_iron_pickaxe", "collect_diamond")
@@ -209,7 +216,8 @@ def table_iterations(run: Runner) -> Table:
     for i, attempt in enumerate(attempts):
         spent += int(attempt.get("steps") or 0)
         held = run.cell(f"iteration {i} of RL-GPT on {task} ({attempt['kind']})", f"{base_key}-a{i}",
-                        lambda a=attempt: _evaluate_attempt(task, a, cell, c.episodes, c.seed))
+                        # mypy cannot infer a lambda with a default argument
+                        lambda a=attempt: _evaluate_attempt(task, a, cell, c.episodes, c.seed))  # type: ignore[misc]
         rows.append({"iteration": i, "outer": attempt.get("outer_iter"), "inner": attempt.get("inner_iter"),
                      "subtask": attempt.get("subtask"), "kind": attempt.get("kind"),
                      "measured_success": attempt.get("success_rate"), "cumulative_env_steps": spent,
@@ -330,7 +338,8 @@ def bootstrap_score(episodes: list[list[str]], draws: int = 1000, seed: int = 0)
 def tables_crafter(run: Runner) -> list[Table]:
     c = run.cfg
     cells = crafter_cells(run)
-    labels = {"rl_with_code": "RL-GPT action head: PPO + the expert's coded actions", "pure_rl": METHOD_LABELS["pure_rl"],
+    labels = {"rl_with_code": "RL-GPT action head: PPO + the expert's coded actions",
+              "pure_rl": METHOD_LABELS["pure_rl"],
               "pure_code": "pure code: the expert's diamond chain, no RL"}
     score_rows: list[dict[str, Any]] = []
     per: dict[str, dict[str, float]] = {}
@@ -349,7 +358,6 @@ def tables_crafter(run: Runner) -> list[Table]:
                   Column("crafter_score", "Crafter score (%)", "score"), Column("episodes", "episodes", "int"),
                   Column("env_steps", "env steps spent", "int"), Column("mean_episode_length", "mean length", "float"),
                   Column("note", "note")]
-    n = c.episodes
     ach_rows = []
     for a in ACHIEVEMENTS:
         row: dict[str, Any] = {"achievement": a}
