@@ -202,8 +202,8 @@ def _open_fds() -> list[int]:
 
 
 def die_with_parent() -> None:
-    """SIGKILL this process when the parent that started it goes (Linux); after the uid change, which
-    clears the setting."""
+    """SIGKILL this process when the parent that started it goes (Linux; the host starts it from a thread
+    that lasts as long as the host, see sandbox.launch); after the uid change, which clears the setting."""
     signal_kill = 9
     _libc().prctl(PR_SET_PDEATHSIG, signal_kill, 0, 0, 0)
 

@@ -19,9 +19,11 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 PROJECT_ROOT = str(Path(__file__).resolve().parents[1])
@@ -37,6 +39,8 @@ _live: weakref.WeakSet[subprocess.Popen] = weakref.WeakSet()
 _lock = threading.Lock()
 _spare: subprocess.Popen | None = None
 _spare_owner = 0
+_spawner_pool: ThreadPoolExecutor | None = None
+_spawner_pid = 0
 _bwrap_ok: bool | None = None
 _bwrap_problem = ""
 
@@ -98,14 +102,28 @@ def command() -> list[str]:
     return [*bwrap_command(), "--", *python] if ok else python
 
 
-def _start() -> subprocess.Popen:
-    import tempfile
+def _spawner() -> ThreadPoolExecutor:
+    """The one thread of this process that starts sandbox processes. The kernel's parent-death signal
+    (bwrap --die-with-parent, the child's own PR_SET_PDEATHSIG) fires when the *thread* that forked
+    goes, and tool calls run in pool threads that end after each call; this thread lasts as long as
+    the process. A forked worker gets its own."""
+    global _spawner_pool, _spawner_pid
+    if _spawner_pool is None or _spawner_pid != os.getpid():
+        _spawner_pool, _spawner_pid = ThreadPoolExecutor(1, thread_name_prefix="rlgpt-sandbox-spawner"), os.getpid()
+    return _spawner_pool
 
+
+def _popen() -> subprocess.Popen:
     stderr = tempfile.TemporaryFile()  # the child's stray output, read back when it fails
     proc = subprocess.Popen(command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
                             env=child_env(), cwd="/", start_new_session=True, close_fds=True)
     proc.stderr_file = stderr  # type: ignore[attr-defined]
     proc.owner_pid = os.getpid()  # type: ignore[attr-defined]
+    return proc
+
+
+def _start() -> subprocess.Popen:
+    proc = _spawner().submit(_popen).result()
     _live.add(proc)
     return proc
 

@@ -446,3 +446,20 @@ def test_only_the_sandbox_process_imports_the_modules_that_run_agent_source():
                      if isinstance(node, ast.ImportFrom) else [])
             offenders += [f"{module} imports {n}" for n in names if n in UNTRUSTED_SIDE]
     assert offenders == []
+
+
+def test_a_sandbox_started_from_a_thread_that_ends_lives_on():
+    """Tool calls run in pool threads that end after the call; the kernel's parent-death signal is tied to
+    the forking thread, so the processes must not be forked there (sandbox.launch starts them itself)."""
+    import threading
+
+    holder = {}
+    thread = threading.Thread(target=lambda: holder.setdefault("code", AgentCode([WALK])))
+    thread.start()
+    thread.join()
+    time.sleep(0.3)
+    with holder["code"] as code:
+        outcome = code.execute(_env(), "main", max_steps=3)
+        assert outcome.error is None and outcome.steps == 3 and code.restarts == 0
+    with AgentCode([WALK]) as spare_started_in_that_thread:
+        assert spare_started_in_that_thread.execute(_env(), "main", max_steps=3).steps == 3
