@@ -7,9 +7,7 @@ serves the coded actions' calls, their preconditions and the shaping function fo
 from __future__ import annotations
 
 from sandbox import AgentCode, CodeRejected, SandboxLimits, UnsafeCodeError, check_source
-from sandbox.lint import coded_action_names
-
-SHAPING_HINT = "shaping code must define `def shaping(prev, curr): return <float>`"
+from sandbox.lint import SHAPING_HINT, coded_action_names
 
 
 def check_config_sources(sources: list[str]) -> list[str]:

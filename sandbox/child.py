@@ -63,8 +63,7 @@ def interrupt_after(seconds: float):
 
 
 class Server:
-    def __init__(self, reader: FrameReader):
-        self.reader = reader
+    def __init__(self) -> None:
         self.timer_s = 1.0
         self.game = GameAPI()
         self.stepper = CallStepper([])
@@ -166,7 +165,7 @@ class Server:
 
 def main() -> int:
     reader = FrameReader(REQUEST_IN, MAX_TO_CHILD)
-    server = Server(reader)
+    server = Server()
     write_frame(REPLY_OUT, {"ready": True})
     job = reader.read(None)
     reply = server.confine(job)

@@ -88,8 +88,7 @@ class AgentCode:
         self.shaping_source = shaping
         self.limits = limits or SandboxLimits()
         self.specs: list[ActionSpec] = []
-        self.layers: dict[str, object] = {}           # isolation layer -> True, or why it is missing
-        self.layers_reported: dict[str, object] = {}  # what the sandbox process said it applied
+        self.layers: dict[str, object] = {}  # isolation layer -> True, or why it is missing
         self.restarts = 0
         self._given_up = False
         self.last_failure: str | None = None
@@ -239,9 +238,10 @@ class AgentCode:
         if confined is None or confined[0] != "confined" or not isinstance(confined[1], dict):
             self.close()
             raise SandboxUnavailable(f"the sandbox process could not confine itself: {self.last_failure or confined}")
-        self.layers_reported = {clean_text(k, 40): v if v is True else clean_text(v, 300)
-                                for k, v in list(confined[1].items())[:10]}
-        missing = {k: v for k, v in self.layers_reported.items() if v is not True}
+        reported = {clean_text(k, 40): v if v is True else clean_text(v, 300)
+                    for k, v in list(confined[1].items())[:10]}
+        self.layers = {"namespaces": ok or problem, **reported}
+        missing = {k: v for k, v in reported.items() if v is not True}
         if strict and missing:
             self.close()
             raise SandboxUnavailable(f"--sandbox strict: isolation layers missing: {clean_text(missing, 500)}")
@@ -263,10 +263,9 @@ class AgentCode:
         elif [s.name for s in specs] != self.names:
             self.close()
             raise CodeRejected("load", "the code defined different actions when it was loaded again")
-        self._report_layers(ok, problem)
+        self._warn_missing_layers()
 
-    def _report_layers(self, namespaces: bool, problem: str) -> None:
-        self.layers = {"namespaces": namespaces or problem, **self.layers_reported}
+    def _warn_missing_layers(self) -> None:
         missing = sorted(k for k, v in self.layers.items() if v is not True)
         key = ",".join(missing)
         if missing and key not in _warned:

@@ -57,6 +57,7 @@ FORBIDDEN_ATTRIBUTES: dict[str, str] = {
 }
 
 MAX_SOURCE_CHARS = 100_000
+SHAPING_HINT = "shaping code must define `def shaping(prev, curr): return <float>`"
 
 
 class UnsafeCodeError(ValueError):

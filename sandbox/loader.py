@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import TypeGuard
 
 from envs.coded import AGENT_CODE_FILENAME, CodedAction, as_coded_action, coded_action
-from sandbox.lint import check_source
+from sandbox.lint import SHAPING_HINT, check_source
 from sandbox.namespace import CodeLoadError, build_namespace, exec_agent_source
 
 
@@ -51,9 +51,6 @@ def load_coded_actions(source: str, output: Callable[[str], None] | None = None)
         raise CodeLoadError("the code defines no coded action: write a generator function such as "
                             "`def chop_tree(game): ... yield 'do'` (names starting with '_' are helpers)")
     return actions
-
-
-SHAPING_HINT = "shaping code must define `def shaping(prev, curr): return <float>`"
 
 
 def load_shaping(source: str, output: Callable[[str], None] | None = None) -> Callable[[dict, dict], float]:
