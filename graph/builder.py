@@ -1,56 +1,61 @@
-"""build_graph: the RL-GPT StateGraph over RLGPTState.
+"""build_graph: the RL-GPT graph, an outer StateGraph with the attempt loop as a subgraph.
 
-    START -> planner -> subtask -> slow -> fast <-> tools -> critic
-                 ^         ^  |                ^               |
-                 |         |  +-> executor     +-- revise -----+  (inner loop)
-                 |         |        |          slow <- move ---+  (outer loop)
-                 |         +------- | ---------- pass ---------+  (next subtask)
-                 +----------------- | ---------- failed -------+  (re-plan)
-                                    v
-                                 report -> END
+    START -> planner -> subtask -> slow -> attempt ------------------+-> executor -> report -> END
+                ^          ^  |     ^      (fast <-> tools, critic) |
+                |          |  +-----|------------------------------>+   (plan done, limit)
+                |          +--------|------ pass / keep best -------+   (next subtask)
+                |                   +------ move / revise ----------+   (outer loop)
+                +-------------------------- re-plan ----------------+
 
-Deciding nodes write `route` into the state and the conditional edges follow it; after the
-ToolNode, measuring tools (run_code_in_env, train_ppo) go to the critic and the others (a valid
-configure_rl, plugin tools) back to the fast agent. Any limit sends the run to the executor and
-the report. Plugin nodes are spliced in right after the node they name.
+    attempt:  START -> fast <-> tools      fast -> critic -> fast (train longer) | leave -> outer node
+                       ^  |                 (the code-test report goes back to fast until it passes or
+                       +--+ (next coded sub-action)   its revisions run out: the inner loop)
+
+Every deciding node routes with a `Command` whose `Literal` return type lists its targets, so an unknown
+route is an error and the drawing shows every edge. Settings and model reach the nodes through
+LangGraph's runtime context (`nodes.context.RunContext`): invoke with `context=run_context(...)`.
+Plugin nodes run right after the node they name (`after`), inside the attempt subgraph for fast,
+tools and critic.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import typing
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode
+from langgraph.types import Command
 
 from envs.tasks import get_task
-from graph.state import RLGPTState, initial_state
-from nodes.attempts import MEASURING_TOOLS, last_tool_round
-from nodes.critic import make_critic
-from nodes.executor import make_executor
-from nodes.fast import MAX_TOOL_ROUNDS, make_fast
-from nodes.planner import make_planner
-from nodes.report import make_report
+from nodes.context import RunContext
+from nodes.critic import critic
+from nodes.executor import executor
+from nodes.exits import leave
+from nodes.fast import MAX_TOOL_ROUNDS, fast
+from nodes.planner import planner
+from nodes.report import report
 from nodes.settings import RunSettings
-from nodes.slow import make_slow
-from nodes.subtask import make_subtask
+from nodes.slow import slow
+from nodes.state import AttemptState, RLGPTState, initial_state
+from nodes.subtask import subtask
 
 # Re-plans the recursion limit is sized for: the default of RunSettings.max_replans, whatever a run's own
 # setting (graph.run lifts the limit far above this anyway).
 RECURSION_REPLANS = RunSettings.model_fields["max_replans"].default
 
-ROUTES: dict[str, tuple[str, ...]] = {
-    "planner": ("subtask", "executor"),
-    "subtask": ("slow", "executor"),
-    "slow": ("fast", "executor"),
-    "fast": ("tools", "critic", "executor"),
-    "tools": ("fast", "critic"),
-    "critic": ("fast", "slow", "subtask", "planner", "executor"),
-}
+# When each route is taken, for the drawings (LangGraph's `destinations` labels).
+ATTEMPT_EXITS = {"slow": "move / revise", "subtask": "pass / keep best", "planner": "re-plan",
+                 "executor": "limit reached"}
+OUTER_NODES: dict[str, Callable] = {"planner": planner, "subtask": subtask, "slow": slow,
+                                    "executor": executor, "report": report}
+ATTEMPT_NODES: dict[str, Callable] = {"fast": fast, "critic": critic}
+STATIC_EDGES = {"executor": "report", "report": END, "tools": "fast"}
 
 
 class GraphBuildError(ValueError):
-    """The graph cannot be built from these settings or plugins; the message says why."""
+    """The graph cannot be built from these plugins; the message says why."""
 
 
 def core_tools() -> list:
@@ -60,76 +65,132 @@ def core_tools() -> list:
     return [run_code_in_env, configure_rl_tool, train_ppo_tool]
 
 
-def _route_by_state(allowed: tuple[str, ...]) -> Callable[[dict], str]:
+def command_targets(fn: Callable) -> tuple[str, ...]:
+    """The targets in a node's `-> Command[Literal[...]]` annotation."""
+    hint = typing.get_type_hints(fn).get("return")
+    if typing.get_origin(hint) is not Command:
+        return ()
+    (literal,) = typing.get_args(hint)
+    return typing.get_args(literal)
+
+
+def _through_plugins(fn: Callable, first_plugin: str) -> Callable:
+    """`fn` with its Command sent to the plugin chain first; the chain's end goes where `fn` chose."""
+
+    def node(state, runtime):
+        out = fn(state, runtime)
+        if isinstance(out, Command) and out.graph is None and isinstance(out.goto, str):
+            update = dict(out.update or {}) if isinstance(out.update, dict) else {}
+            return Command(goto=first_plugin, update={**update, "plugin_next": out.goto})
+        return out
+
+    node.__name__ = getattr(fn, "__name__", "node")
+    node.__doc__ = fn.__doc__
+    return node
+
+
+def _add_nodes(builder: StateGraph[Any, Any, Any, Any], nodes: dict[str, Callable], specs: Sequence[Any]) -> None:
+    """The nodes, each followed by the plugin nodes attached to it."""
+    by_anchor: dict[str, list[Any]] = {}
+    for spec in specs:
+        by_anchor.setdefault(spec.after, []).append(spec)
+    for name, fn in nodes.items():
+        chain = by_anchor.get(name, [])
+        targets = command_targets(fn)
+        if not chain:
+            builder.add_node(name, fn)
+            continue
+        first = chain[0].name
+        if targets:
+            builder.add_node(name, _through_plugins(fn, first), destinations=(first,))
+        else:
+            builder.add_node(name, fn)
+            builder.add_edge(name, first)
+        for spec, following in zip(chain, chain[1:]):
+            builder.add_node(spec.name, spec.fn)
+            builder.add_edge(spec.name, following.name)
+        last = chain[-1]
+        builder.add_node(last.name, last.fn)
+        if targets:
+            builder.add_conditional_edges(last.name, _resume_route(targets), list(targets))
+        elif name in STATIC_EDGES:
+            builder.add_edge(last.name, STATIC_EDGES[name])
+
+
+def _resume_route(targets: tuple[str, ...]) -> Callable[[dict], str]:
     def route(state: dict) -> str:
-        target = state.get("route")
-        return target if target in allowed else "executor"
+        target = state.get("plugin_next")
+        if target not in targets:
+            raise ValueError(f"no route '{target}' after the plugin nodes; expected one of {', '.join(targets)}")
+        return str(target)
 
     return route
 
 
-def _route_after_tools(state: dict) -> str:
-    names = {m.name for m in last_tool_round(state.get("messages", []))}
-    return "critic" if names & set(MEASURING_TOOLS) else "fast"
+def _check_plugins(specs: Sequence[Any]) -> None:
+    attach = [*OUTER_NODES, "fast", "tools", "critic"]
+    taken = {*attach, "attempt", "leave"}
+    for spec in specs:
+        if spec.name in taken:
+            raise GraphBuildError(f"plugin node '{spec.name}' clashes with a built-in node; rename it")
+        if spec.after not in attach:
+            raise GraphBuildError(f"plugin node '{spec.name}' wants to run after '{spec.after}', which is not a node "
+                                  f"it can follow; nodes: {', '.join(sorted(attach))}")
+        taken.add(spec.name)
 
 
-def build_graph(settings: RunSettings, model: Any, checkpointer: Any = None, plugins: Any = None):
-    """The compiled graph. `model` is an AgentModel (nodes.model_factory.make_model); `plugins` a
-    graph.plugins.Plugins (extra tools for the fast agent, extra nodes)."""
+def build_attempt_graph(tools: Sequence[Any], specs: Sequence[Any] = ()):
+    """The fast <-> tools <-> critic loop of one attempt, with its own messages."""
+    builder = StateGraph(AttemptState, context_schema=RunContext)
+    inner_specs = [s for s in specs if s.after in ("fast", "tools", "critic")]
+    _add_nodes(builder, ATTEMPT_NODES, inner_specs)
+    tool_specs = [s for s in inner_specs if s.after == "tools"]
+    builder.add_node("tools", ToolNode(list(tools), handle_tool_errors=True))
+    builder.add_edge("tools", tool_specs[0].name if tool_specs else "fast")
+    for spec, following in zip(tool_specs, tool_specs[1:]):
+        builder.add_node(spec.name, spec.fn)
+        builder.add_edge(spec.name, following.name)
+    if tool_specs:
+        builder.add_node(tool_specs[-1].name, tool_specs[-1].fn)
+        builder.add_edge(tool_specs[-1].name, "fast")
+    builder.add_node("leave", leave)  # its Command goes to the outer graph (see the "attempt" node)
+    builder.add_edge(START, "fast")
+    return builder.compile()
+
+
+def build_graph(checkpointer: Any = None, plugins: Any = None):
+    """The compiled graph. `plugins`: a graph.plugins.Plugins (extra tools for the fast agent, extra
+    nodes). Invoke it with `context=run_context(settings, model, plugins)`."""
     tools = core_tools() + list(getattr(plugins, "tools", []) or [])
     names = [t.name for t in tools]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise GraphBuildError(f"two tools share the name(s) {', '.join(dupes)}; rename the plugin tool")
+    specs = list(getattr(plugins, "nodes", []) or [])
+    _check_plugins(specs)
 
-    builder = StateGraph(RLGPTState)
-    builder.add_node("planner", make_planner(settings, model))
-    builder.add_node("subtask", make_subtask(settings, model))
-    builder.add_node("slow", make_slow(settings, model))
-    builder.add_node("fast", make_fast(settings, model, tools))
-    builder.add_node("tools", ToolNode(tools, handle_tool_errors=True))
-    builder.add_node("critic", make_critic(settings, model))
-    builder.add_node("executor", make_executor(settings, model))
-    builder.add_node("report", make_report(settings, model))
+    builder = StateGraph(RLGPTState, context_schema=RunContext)
+    outer_specs = [s for s in specs if s.after in OUTER_NODES]
+    _add_nodes(builder, {k: v for k, v in OUTER_NODES.items() if k in ("planner", "subtask", "slow")}, outer_specs)
+    builder.add_node("attempt", build_attempt_graph(tools, specs), destinations=ATTEMPT_EXITS)
+    _add_nodes(builder, {k: v for k, v in OUTER_NODES.items() if k in ("executor", "report")}, outer_specs)
+    for name in ("executor", "report"):
+        if not any(s.after == name for s in outer_specs):
+            builder.add_edge(name, STATIC_EDGES[name])
     builder.add_edge(START, "planner")
-
-    routers: dict[str, tuple[Callable, tuple[str, ...] | None]] = {
-        name: (_route_by_state(allowed), allowed) for name, allowed in ROUTES.items()}
-    routers["tools"] = (_route_after_tools, ROUTES["tools"])
-    routers["executor"] = (lambda state: "report", None)
-    routers["report"] = (lambda state: END, None)
-
-    tails = _splice_plugins(builder, getattr(plugins, "nodes", []) or [], set(routers))
-    for node, (router, allowed) in routers.items():
-        tail = tails.get(node, node)
-        if allowed is None:
-            builder.add_edge(tail, router({}))
-        else:
-            builder.add_conditional_edges(tail, router, list(allowed))
     return builder.compile(checkpointer=checkpointer)
 
 
-def _splice_plugins(builder: StateGraph, specs: list, core: set[str]) -> dict[str, str]:
-    """Add plugin nodes after their `after` node; returns node -> last node of its chain."""
-    tails: dict[str, str] = {}
-    for spec in specs:
-        if spec.name in core:
-            raise GraphBuildError(f"plugin node '{spec.name}' clashes with a built-in node; rename it")
-        anchor = spec.after
-        if anchor not in core:
-            raise GraphBuildError(f"plugin node '{spec.name}' wants to run after '{anchor}', which is not a node; "
-                                  f"nodes: {', '.join(sorted(core))}")
-        builder.add_node(spec.name, spec.fn)
-        builder.add_edge(tails.get(anchor, anchor), spec.name)
-        tails[anchor] = spec.name
-    return tails
+def run_context(settings: RunSettings, model: Any, plugins: Any = None) -> RunContext:
+    """What the nodes get besides the state: the settings, the model, and the plugin tools to offer."""
+    return RunContext(settings=settings, model=model, plugin_tools=tuple(getattr(plugins, "tools", []) or []))
 
 
 def recursion_limit(settings: RunSettings) -> int:
     """Enough graph steps for every loop to reach its own limit first."""
     inner, outer = settings.max_inner_iters, settings.max_outer_iters
-    per_attempt = 2 * MAX_TOOL_ROUNDS + 3
-    per_subtask = outer * (inner * per_attempt + 1) + 2
+    per_attempt = 2 * MAX_TOOL_ROUNDS + 4 * (inner + 1) + 4
+    per_subtask = outer * per_attempt + 3
     return 100 + 20 * per_subtask * (RECURSION_REPLANS + 1)
 
 

@@ -21,10 +21,8 @@ def build_default_graph(with_plugins: bool = True) -> Any:
     """The compiled graph for default settings and the offline expert (no checkpointer)."""
     from graph.builder import build_graph
     from graph.plugins import load_plugins
-    from nodes.model_factory import make_model
-    from nodes.settings import RunSettings
 
-    return build_graph(RunSettings(), make_model("expert"), plugins=load_plugins() if with_plugins else None)
+    return build_graph(plugins=load_plugins() if with_plugins else None)
 
 
 def _layers(nodes: list[str], edges: list[Any]) -> dict[str, int]:
@@ -109,10 +107,12 @@ def pygraphviz_available() -> bool:
     return True
 
 
-def write_drawings(compiled: Any, out_dir: Path, prefer_graphviz: bool = True) -> tuple[Path, Path, str]:
-    """Write graph.mmd and graph.png into `out_dir`; returns (mmd, png, renderer name)."""
+def write_drawings(compiled: Any, out_dir: Path, prefer_graphviz: bool = True,
+                   expand: bool = True) -> tuple[Path, Path, str]:
+    """Write graph.mmd and graph.png into `out_dir`; returns (mmd, png, renderer name). `expand`: draw the
+    attempt subgraph's own nodes (fast, tools, critic) instead of one box."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    graph = compiled.get_graph()
+    graph = compiled.get_graph(xray=1 if expand else 0)
     mmd = out_dir / "graph.mmd"
     mmd.write_text(graph.draw_mermaid(), encoding="utf-8")
     png = out_dir / "graph.png"
@@ -130,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("docs"), help="output folder (default: docs)")
     parser.add_argument("--no-plugins", action="store_true",
                         help="draw without the nodes added by installed rlgpt.plugins")
+    parser.add_argument("--collapse", action="store_true",
+                        help="draw the attempt subgraph (fast, tools, critic) as one node")
     parser.add_argument("--matplotlib", action="store_true",
                         help="draw the PNG with matplotlib even when pygraphviz is installed")
     args = parser.parse_args(argv)
@@ -140,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     except PluginError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    mmd, png, how = write_drawings(compiled, args.out, prefer_graphviz=not args.matplotlib)
+    mmd, png, how = write_drawings(compiled, args.out, prefer_graphviz=not args.matplotlib,
+                                   expand=not args.collapse)
     print(f"wrote {mmd}")
     print(f"wrote {png} (drawn with {how})")
     if how == "matplotlib" and not args.matplotlib:

@@ -19,7 +19,8 @@ from rich.table import Table
 from nodes.report import rate_of
 
 # how each kind of skill rate was measured (nodes.skills.RateSource), for the skill lines
-RATE_SOURCE_TEXT = {"code_tests": "in code tests", "training": "in training", "held_out": "on PPO's held-out seeds"}
+RATE_SOURCE_TEXT = {"code_tests": "in code tests", "training": "in training", "validation": "on validation seeds",
+                    "none": "(no measurement)"}
 
 
 # ---- rendering -------------------------------------------------------------------------------

@@ -55,14 +55,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("task", nargs="?", help="task name or plain words, e.g. 'obtain diamond', 'harvest log', "
                                            f"'collect_wood' (default: {d['task'].default})")
     p.add_argument("--env", choices=["crafter", "minedojo"], help=f"environment backend (default: {d['env'].default})")
-    p.add_argument("--model", help="chat model name on an OpenAI-compatible server (needs OPENAI_API_KEY or "
-                                   "OPENAI_BASE_URL); 'expert' or unset = the offline rule-based expert")
+    p.add_argument("--model", help="'expert' or unset: the offline rule-based expert; 'smollm2': SmolLM2-135M on a "
+                                   "local llama.cpp server (the llamacpp extra); 'file:DIR': answers written as "
+                                   "files by any answerer; 'replay:FILE': a recorded run; any other name: a chat "
+                                   "model on an OpenAI-compatible server (OPENAI_API_KEY or OPENAI_BASE_URL)")
+    p.add_argument("--record", type=Path, metavar="FILE",
+                   help="write every model call (prompt, answer, tokens) to FILE as JSON lines")
+    p.add_argument("--replay", type=Path, metavar="FILE",
+                   help="answer every model call from a recorded FILE (same as --model replay:FILE)")
     p.add_argument("--budget-steps", type=int, metavar="N",
                    help=f"environment steps the run may spend (default: {d['budget_steps'].default})")
     p.add_argument("--max-outer-iters", type=int, metavar="N",
                    help=f"slow-agent revisions per subtask (default: {d['max_outer_iters'].default})")
     p.add_argument("--max-inner-iters", type=int, metavar="N",
-                   help=f"fast-agent/critic rounds per decomposition (default: {d['max_inner_iters'].default})")
+                   help="fast-agent revisions per decomposition: code repairs from the test report, or longer "
+                        f"trainings; then code moves to RL (default: {d['max_inner_iters'].default})")
     p.add_argument("--max-wall-s", type=float, metavar="S",
                    help=f"wall-clock limit in seconds (default: {d['max_wall_s'].default:.0f})")
     p.add_argument("--max-model-calls", type=int, metavar="N",
@@ -73,6 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"held-out episodes per success-rate measurement (default: {d['eval_episodes'].default})")
     p.add_argument("--test-episodes", type=int, metavar="N",
                    help=f"code-test seeds per measurement (default: min({CODE_TEST_EPISODES}, eval episodes))")
+    p.add_argument("--test-max-steps", type=int, metavar="N",
+                   help="primitive steps per code test (default: the subtask's own step limit)")
     p.add_argument("--target-success", type=float, metavar="P",
                    help=f"success rate that passes an attempt outright (default: {d['target_success'].default})")
     p.add_argument("--max-replans", type=int, metavar="N",
@@ -100,8 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 SETTING_OPTIONS = ("task", "env", "model", "budget_steps", "max_outer_iters", "max_inner_iters", "max_wall_s",
-                   "max_model_calls", "train_steps", "eval_episodes", "test_episodes", "target_success",
-                   "max_replans", "skill_threshold", "seed", "vector_mode", "out_dir",
+                   "max_model_calls", "train_steps", "eval_episodes", "test_episodes", "test_max_steps",
+                   "target_success", "max_replans", "skill_threshold", "seed", "vector_mode", "out_dir",
                    "skills_dir", "run_id")
 
 
@@ -195,6 +204,8 @@ def _settings_from_args(args: argparse.Namespace) -> tuple[RunSettings, bool]:
                  if k != "out_dir" and getattr(args, k, None) is not None]
         if args.config is not None:
             given.append("--config")
+        if args.replay is not None:
+            given.append("--replay")
         if given:
             raise RunError(f"--resume continues a run with the settings it was started with; "
                            f"drop {', '.join(given)} (only --out and --no-live go with --resume)")
@@ -204,6 +215,10 @@ def _settings_from_args(args: argparse.Namespace) -> tuple[RunSettings, bool]:
         except SettingsError as e:
             raise RunError(str(e)) from None
     overrides = {k: getattr(args, k) for k in SETTING_OPTIONS}
+    if args.replay is not None:
+        if args.model is not None:
+            raise RunError("give --model or --replay, not both (--replay FILE is --model replay:FILE)")
+        overrides["model"] = f"replay:{args.replay}"
     try:
         settings = make_settings(args.config, overrides)
     except SettingsError as e:
@@ -226,6 +241,16 @@ def _counters(values: dict[str, Any]):
                     inner_iter=int(values.get("inner_iter") or 0),
                     steps_spent=int(values.get("env_steps_spent") or 0),
                     model_calls=usage_totals(values.get("usage") or {})["calls"])
+
+
+def _live_values(graph: Any, config: dict) -> dict[str, Any]:
+    """The run's state as it is now: inside a running attempt, the attempt's own values (its steps spent)."""
+    snapshot = graph.get_state(config, subgraphs=True)
+    for task in snapshot.tasks:
+        inner = getattr(task, "state", None)
+        if inner is not None and getattr(inner, "values", None):
+            return {**snapshot.values, **inner.values}
+    return dict(snapshot.values)
 
 
 def _out_option(settings: RunSettings) -> str:
@@ -262,19 +287,32 @@ def _node_summary(update: Any) -> str:
     return (f"{kind}: {text}" if kind and text else kind or text)[:120]
 
 
-def execute(settings: RunSettings, resumed: bool, live: bool | None, task_text: str | None = None) -> int:
-    from graph.builder import build_graph, start_state
-    from graph.plugins import PluginError, load_plugins
-    from graph.progress import RunProgress
-    from graph.report import print_summary, write_report
+def execute(settings: RunSettings, resumed: bool, live: bool | None, task_text: str | None = None,
+            record: Path | None = None) -> int:
     from nodes.model_factory import make_model
-    from nodes.models import ModelConfigError
-    from nodes.report import build_report
+    from nodes.models import ModelConfigError, close_model
 
     try:
         model = make_model(settings.model)
     except ModelConfigError as e:
         raise RunError(str(e)) from None
+    if record is not None:
+        from nodes.recording import RecordingModel
+
+        model = RecordingModel(model, record)
+    try:
+        return _execute(settings, resumed, live, task_text, model)
+    finally:
+        close_model(model)  # stops a model server this run started (--model smollm2)
+
+
+def _execute(settings: RunSettings, resumed: bool, live: bool | None, task_text: str | None, model: Any) -> int:
+    from graph.builder import build_graph, run_context, start_state
+    from graph.plugins import PluginError, load_plugins
+    from graph.progress import RunProgress
+    from graph.report import print_summary, write_report
+    from nodes.report import build_report
+
     try:
         plugins = load_plugins()
     except PluginError as e:
@@ -283,7 +321,8 @@ def execute(settings: RunSettings, resumed: bool, live: bool | None, task_text: 
     conn, saver = _open_checkpointer(settings.checkpoint_path)
     with closing(conn):
         config = _thread_config(settings)
-        graph = build_graph(settings, model, checkpointer=saver, plugins=plugins)
+        graph = build_graph(checkpointer=saver, plugins=plugins)
+        context = run_context(settings, model, plugins)
         snapshot = graph.get_state(config)
         fresh = not snapshot.values  # a run killed before its first checkpoint starts from the beginning
         # finished = nothing left to run; a node that completed just before a kill has its writes saved
@@ -311,8 +350,10 @@ def execute(settings: RunSettings, resumed: bool, live: bool | None, task_text: 
             with progress:
                 if snapshot.values:
                     progress.update_counters(_counters(snapshot.values))
-                for mode, chunk in graph.stream(inputs, config, stream_mode=["updates", "custom", "tasks"],
-                                                durability="sync"):
+                # subgraphs=True: the attempt's own nodes (fast, tools, critic) show as they finish
+                for namespace, mode, chunk in graph.stream(inputs, config, context=context, subgraphs=True,
+                                                           stream_mode=["updates", "custom", "tasks"],
+                                                           durability="sync"):
                     if mode == "custom":
                         progress.custom(chunk)
                         continue
@@ -321,10 +362,10 @@ def execute(settings: RunSettings, resumed: bool, live: bool | None, task_text: 
                             progress.node_started(chunk["name"])
                         continue
                     for node, update in chunk.items():
-                        if node.startswith("__"):  # __interrupt__ and other LangGraph internals
-                            continue
+                        if node.startswith("__") or (not namespace and node == "attempt"):
+                            continue  # LangGraph internals; an attempt's nodes were shown one by one
                         run_log.node_done(node, session_index, _usage_of(model))
-                        progress.update_counters(_counters(graph.get_state(config).values))
+                        progress.update_counters(_counters(_live_values(graph, config)))
                         progress.node_done(node, _node_summary(update))
         except KeyboardInterrupt:
             run_log.close()
@@ -368,7 +409,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.list_runs:
             return list_runs(args.out_dir or RunSettings.model_fields["out_dir"].default)
         settings, resumed = _settings_from_args(args)
-        return execute(settings, resumed, live=False if args.no_live else None, task_text=args.task)
+        return execute(settings, resumed, live=False if args.no_live else None, task_text=args.task,
+                       record=args.record)
     except RunError as e:
         print(f"error: {e}", file=sys.stderr)
         return e.code

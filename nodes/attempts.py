@@ -92,8 +92,9 @@ def summarise_code_runs(reports: list[dict], prerequisites: Sequence[str] = ()) 
         "errors": errors[:6],
         "seeds": [r.get("seed") for r in reports],
         "per_seed": [{"seed": r.get("seed"), "success": bool(r.get("task_success")), "steps": r.get("steps", 0),
-                      "failure": r.get("failure_kind"),
-                      "inventory_after": r.get("inventory_after", {})} for r in reports],
+                      "failure": r.get("failure_kind"), "ended": r.get("ended"),
+                      "death_cause": r.get("death_cause"), "inventory_after": r.get("inventory_after", {})}
+                     for r in reports],
     }
 
 
@@ -118,11 +119,11 @@ def rate_text(result: dict) -> str:
 def summarise_training(report: dict) -> dict[str, Any]:
     """The numbers of one PPO training the critic needs; the moving-window training success decides
     (held-out evaluation seeds stay reserved for the final report). Only a training that finished no
-    episode to rate falls back on PPO's own held-out evaluation, when the config asked for one;
+    episode to rate falls back on PPO's own evaluation on validation seeds, when the config asked for one;
     `rate_source` says which of the two `success_rate` is."""
     rate, source = report.get("final_train_success_rate"), "training"
     if rate is None and report.get("final_success_rate") is not None:
-        rate, source = report.get("final_success_rate"), "held_out"
+        rate, source = report.get("final_success_rate"), "validation"
     curve = [p.get("success_rate") for p in report.get("learning_curve", []) if p.get("success_rate") is not None]
     return {
         "kind": "rl", "ok": bool(report.get("ok")),

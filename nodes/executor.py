@@ -13,12 +13,15 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from langgraph.runtime import Runtime
+
 from envs.seeds import eval_seeds
 from envs.tasks import TASKS
 from nodes.attempts import split_functions
-from nodes.settings import RunSettings
+from nodes.context import RunContext, context_of
 from nodes.skills import Skill
 from nodes.skills_io import skill_from_best
+from nodes.state import RLGPTState
 from prompts.fewshot import chain_as_action
 from rl.evaluate import wilson_interval
 from sandbox import AgentCode, CodeRejected
@@ -91,10 +94,13 @@ def evaluate_chain(task: str, plan: list[dict], skills: Mapping[str, SkillLike],
     from envs.crafter_env import CrafterEnv  # heavy (Crafter): only when a chain is played
 
     missing = [s["name"] for s in plan if s["name"] not in skills]
-    if missing:
-        return {"ran": False, "reason": f"no skill for {', '.join(missing)}: the chain is incomplete",
+    playable = plan[:next((i for i, s in enumerate(plan) if s["name"] not in skills), len(plan))]
+    if not playable:
+        return {"ran": False, "reason": f"no skill for {', '.join(missing)}: nothing to play",
                 "episodes": 0, "success_rate": None, "steps": 0}
-    chain = _load_chain(plan, skills, seed)
+    # the skills the run has are played in plan order up to the first gap (graph.evaluation does the
+    # same); a task that needs the missing ones then fails
+    chain = _load_chain(playable, skills, seed)
     env = CrafterEnv(task=task, obs_kind="symbolic", reward="task")
     target = TASKS[task]
     seeds = eval_seeds(episodes)
@@ -127,27 +133,26 @@ def evaluate_chain(task: str, plan: list[dict], skills: Mapping[str, SkillLike],
     return {"ran": True, "task": task, "episodes": episodes, "successes": successes,
             "success_rate": successes / episodes, "ci95": [round(low, 4), round(high, 4)],
             "steps": total_steps, "mean_steps": total_steps / episodes, "seeds": [seeds[0], seeds[-1]],
-            "reached": reached, "errors": errors, "wall_time_s": round(time.time() - start, 2),
+            "reached": reached, "errors": errors, "wall_time_s": round(time.time() - start, 2), "missing": missing,
             "chain": [f"{s.subtask}:{s.kind}" for s in chain]}
 
 
-def make_executor(settings: RunSettings, model: Any):
+def executor(state: RLGPTState, runtime: Runtime[RunContext]) -> dict:
+    settings = context_of(runtime).settings
     episodes = settings.eval_episodes
     seed = settings.seed
-
-    def executor(state: dict) -> dict:
-        skills = dict(state.get("skills") or {})
-        # a limit may stop the loops mid-subtask: its best attempt so far is what was reached
-        for sub in state.get("plan", []):
-            if sub["name"] not in skills and sub["name"] in (state.get("best") or {}):
-                skills[sub["name"]] = skill_from_best(state, sub["name"], settings.skill_threshold)
-        try:
-            result = evaluate_chain(state["task"], state.get("plan", []), skills, episodes, seed)
-        except (ValueError, FileNotFoundError, RuntimeError) as exc:  # a broken skill: report it, do not crash
-            result = {"ran": False, "reason": f"the chain could not run: {exc}", "episodes": 0,
-                      "success_rate": None, "steps": 0}
-        return {"skills": skills, "evaluation": result, "eval_steps": int(result.get("steps", 0)), "route": "report",
-                "events": [{"type": "evaluate", "success_rate": result.get("success_rate"),
-                            "episodes": result.get("episodes"), "ran": result["ran"]}]}
-
-    return executor
+    skills = dict(state.get("skills") or {})
+    # a limit may stop the loops mid-subtask: its best attempt so far is what was reached
+    for sub in state.get("plan", []):
+        if sub["name"] not in skills and sub["name"] in (state.get("best") or {}):
+            record = skill_from_best(state, sub["name"], settings.skill_threshold)
+            if record is not None:
+                skills[sub["name"]] = record
+    try:
+        result = evaluate_chain(state["task"], state.get("plan", []), skills, episodes, seed)
+    except (ValueError, FileNotFoundError, RuntimeError) as exc:  # a broken skill: report it, do not crash
+        result = {"ran": False, "reason": f"the chain could not run: {exc}", "episodes": 0,
+                  "success_rate": None, "steps": 0}
+    return {"skills": skills, "evaluation": result, "eval_steps": int(result.get("steps", 0)), "route": "report",
+            "events": [{"type": "evaluate", "success_rate": result.get("success_rate"),
+                        "episodes": result.get("episodes"), "ran": result["ran"]}]}

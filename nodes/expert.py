@@ -21,10 +21,12 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage
 
 from envs.tasks import TASKS
-from nodes.attempts import judged_rate, split_functions
+from nodes.attempts import judged_rate
+from nodes.llm_output import tool_name
 from nodes.models import UsageCounter
+from nodes.repair import repair
 from nodes.schemas import Critique, Decomposition, Plan, SubAction, Subtask
-from prompts.fewshot import action_name, chain_as_action, chain_source, fill
+from prompts.fewshot import action_name, fill
 
 EXPLORE = "explore"
 SAFE_ERROR_KINDS = ("runtime", "load", "unsafe", "timeout", "memory", "crashed", "input", "tool_error")
@@ -45,12 +47,6 @@ def write_source(sub_action: Mapping[str, Any]) -> str:
         return fill("explore")
     raise ExpertError(f"the expert writes code only from the few-shot templates; sub-action "
                       f"'{sub_action.get('name')}' has template {kind!r}")
-
-
-def chain_program(sources: Mapping[str, str], order: Sequence[str], max_steps: int) -> str:
-    """All sources plus a `main` that plays the named coded actions in order, each retried until its
-    achievement unlocks and gathering missing materials (prompts.fewshot.chain_source)."""
-    return chain_source(dict(sources), list(order), max_steps)
 
 
 def _start_note(result: Mapping[str, Any]) -> str:
@@ -95,16 +91,22 @@ class ExpertModel:
                   context: Mapping[str, Any] | None = None) -> AIMessage:
         if role != "fast":
             raise ExpertError(f"the expert calls tools only as the fast agent, not as '{role}'")
-        names = {getattr(t, "name", None) for t in tools}
-        calls = self._fast(dict(context or {}))
-        missing = sorted({c["name"] for c in calls} - names)
-        if missing:
-            raise ExpertError(
-                f"the expert needs the tools {missing}, but the graph offers {sorted(n for n in names if n)}")
+        c = dict(context or {})
+        offered = {tool_name(t) for t in tools}
+        if "TrainPolicy" in offered:
+            name, args = "TrainPolicy", {}
+        elif "ConfigureRL" in offered:
+            name, args = "ConfigureRL", self._configure_rl(c)
+        elif "WriteCode" in offered:
+            name, args = "WriteCode", self._write_code(c)
+        else:
+            raise ExpertError(f"the expert answers WriteCode, ConfigureRL or TrainPolicy; offered: {sorted(offered)}")
         self.usage.record(role)
-        summary = ", ".join(sorted({c["name"] for c in calls}))
-        return AIMessage(content=f"[expert] calling {summary} ({len(calls)} call{'s' * (len(calls) != 1)})",
-                         tool_calls=calls)
+        self._calls += 1
+        note = args.pop("note", "") if isinstance(args, dict) else ""
+        return AIMessage(content=f"[expert] {name}{': ' + note if note else ''}",
+                         tool_calls=[{"name": name, "args": args, "id": f"expert_call_{self._calls}",
+                                      "type": "tool_call"}])
 
     # -- planner --
 
@@ -175,7 +177,7 @@ class ExpertModel:
         result, target = c["result"], float(c["target"])
         name, kind = c["sub_action"]["name"], c["sub_action"]["kind"]
         rate = judged_rate(result)
-        inner_left = int(c["inner_iter"]) + 1 < int(c["max_inner_iters"])
+        inner_left = int(c["inner_iter"]) < int(c["max_inner_iters"])
         base = dict(sub_action=name, success_rate=rate)
         if rate >= target:
             return Critique(**base, verdict="pass", feedback=(
@@ -227,50 +229,21 @@ class ExpertModel:
 
     # -- fast agent --
 
-    def _fast(self, c: dict) -> list[dict]:
-        if c.get("configured"):
-            return [self._call("train_ppo", {"rl_config": c["configured"], "run_dir": c.get("run_dir")})]
-        decomposition = c["decomposition"]
-        subs = decomposition["sub_actions"]
-        versions: dict = c.get("versions") or {}
-        sources: dict[str, str] = {}
-        for prior in c.get("prior_sources", []):
-            for src in prior.get("sources", []):
-                for fn in list(split_functions(src))[:1]:
-                    sources.setdefault(fn, src)
-        for a in subs:
-            if a["kind"] == "code":
-                sources[a["name"]] = versions.get(a["name"]) or write_source(a)
-        if any(a["kind"] == "rl" for a in subs):
-            return [self._call("configure_rl", {"rl_config": self._rl_config(c, sources)})]
-        order = [p["main"] for p in c.get("prior_sources", []) if p.get("main")]
-        order += [a["name"] for a in subs if a["kind"] == "code" and a.get("template") != "explore"]
-        args = {"task": c["subtask"], "max_steps": int(c["test_max_steps"])}
-        if len(order) == 1:  # one action: run it directly, so its precondition is checked and reported
-            args.update(code="\n\n".join(s.rstrip() for s in sources.values()) + "\n", action=order[0])
-        else:
-            args.update(code=chain_program(sources, order, int(c["test_max_steps"])))
-        return [self._call("run_code_in_env", {**args, "seed": int(seed)}) for seed in c["test_seeds"]]
+    def _write_code(self, c: dict) -> dict:
+        """The sub-action's code: its template filled in first; then repairs keyed on the test report."""
+        sub = c["sub_action"]
+        last = c.get("last_attempt") or {}
+        if last.get("sub_action") != sub["name"] or not last.get("code"):
+            code = (c.get("sources") or {}).get(sub["name"]) or write_source(sub)
+            return {"code": code, "note": "code from the few-shot example"}
+        return repair(sub, last, c)
 
-    def _rl_config(self, c: dict, sources: dict[str, str]) -> dict:
-        previous = c.get("previous_train_steps")
-        feedback = c.get("feedback") or {}
-        steps = int(c["train_steps"])
-        if previous and feedback.get("verdict") == "revise":
-            steps = 2 * int(previous)  # inner loop: the critic saw it still improving
+    def _configure_rl(self, c: dict) -> dict:
+        rl = c["rl"]
+        steps = int(rl["train_steps"])
+        if rl.get("previous_train_steps") and rl.get("revise"):
+            steps = 2 * int(rl["previous_train_steps"])  # the critic saw it still improving
         # A fair share of what is left: training one subtask must not starve the subtasks after it.
-        share = int(c["budget_left"]) // max(1, int(c.get("subtasks_left", 1)))
-        steps = max(min(steps, share), int(c.get("min_train_steps", 1000)))
-        ppo = {**(c.get("ppo_defaults") or {}), "total_steps": steps}
-        coded = list(sources.values())
-        prior = [p["main"] for p in c.get("prior_sources", []) if p.get("main")]
-        if prior:
-            # Each training episode starts in a fresh world, so the policy gets the solved prefix of
-            # the plan as one coded action: it then learns when to call it and what to do after.
-            coded.append(chain_as_action(sources, prior, int(c["test_max_steps"]), f"reach_{c['subtask']}"))
-        return {"task": c["subtask"], "obs_kind": "symbolic", "reward": "task",
-                "coded_actions": coded, "eval_episodes": 0, "ppo": ppo}
-
-    def _call(self, name: str, args: dict) -> dict:
-        self._calls += 1
-        return {"name": name, "args": args, "id": f"expert_call_{self._calls}", "type": "tool_call"}
+        share = int(c["limits"]["budget_left"]) // max(1, int(rl.get("subtasks_left", 1)))
+        steps = min(max(min(steps, share), int(rl["min_train_steps"])), int(rl["max_train_steps"]))
+        return {"coded_actions": list(rl["coded_actions"]), "total_steps": steps, "reward": "task"}

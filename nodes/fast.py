@@ -1,47 +1,80 @@
-"""Fast agent node: implements the current decomposition by calling tools (the inner loop).
+"""Fast agent node: implements the current decomposition one answer at a time (the paper's inner loop).
 
-It asks the model for an AIMessage whose tool_calls run the real tools (run_code_in_env for coded
-sub-actions; configure_rl then train_ppo for learned ones); LangGraph's ToolNode executes them.
-A fresh attempt starts a fresh conversation (the critic's feedback is in the prompt), so a small
-model's context never grows with the number of attempts. The code and RL configurations it
-writes are logged as versions in the state.
+Coded sub-actions are written one per call (`WriteCode`); the last one is tested in fresh episodes,
+one per test seed, as part of the plan's solved prefix (nodes.library.test_program), and the test
+report comes back to the fast agent, which repairs its code until it passes or its revisions
+(RunSettings.max_inner_iters) run out; then the critic judges. Earlier coded sub-actions are only
+loaded in the sandbox (no episode): they are tested through the one that uses them. A learned
+sub-action is configured by naming coded actions from the library (`ConfigureRL`), then trained
+(`TrainPolicy`).
+
+The node turns each answer into the real tool calls (run_code_in_env, configure_rl, train_ppo) that
+the ToolNode runs: seeds, task, sources and PPO defaults are the graph's facts, not the model's. An
+answer the model cannot get right within its retries ends the attempt as failed (the critic records
+it); an unchanged resubmission is not tested again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import uuid
+from collections.abc import Mapping
+from typing import Any, Literal
 
-from langchain_core.messages import AIMessage, RemoveMessage
+from langchain_core.messages import AIMessage, RemoveMessage, ToolMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.runtime import Runtime
+from langgraph.types import Command
 
 from envs.seeds import train_seeds
 from envs.tasks import TASKS
-from nodes.attempts import CODE_TOOL, CONFIGURE_TOOL, last_tool_round, report_of, split_functions, steps_of
+from nodes import library
+from nodes.attempts import (
+    CODE_TOOL,
+    CONFIGURE_TOOL,
+    TRAIN_TOOL,
+    judged_rate,
+    last_tool_round,
+    report_of,
+    split_functions,
+    summarise_code_runs,
+)
+from nodes.context import RunContext, context_of
+from nodes.exits import exit_to
 from nodes.limits import MIN_TRAIN_STEPS, budget_left, fit_calls_to_budget, limit_reached
+from nodes.models import ModelOutputError
+from nodes.rounds import judged_sub_action, record_round, round_id
+from nodes.schemas import TrainPolicy, configure_rl_answer, write_code_answer
 from nodes.settings import RunSettings
-from nodes.skills_io import prior_sources
+from nodes.skills_io import prerequisite_achievements, prior_sources
+from nodes.state import AttemptState, current_decomposition, log_lengths, with_update
+from prompts.fewshot import examples_for
 from prompts.templates import messages_for
 
-MAX_TOOL_ROUNDS = 4  # tool rounds per attempt before the critic judges what there is
+MAX_TOOL_ROUNDS = 6  # non-measuring tool rounds (configure_rl, plugin tools) per attempt
+REPORT_CHARS = 2500   # the test report the fast agent and the critic read
 
 
 def ppo_defaults(settings: RunSettings) -> dict[str, Any]:
-    """The PPO settings the fast agent starts a training from. Small runs: few envs stepped
-    in-process, one torch thread. The vector mode is the run's (RunSettings.vector_mode, 'sync' by
-    default: an actor's action samples depend on how the envs are split across workers, that is on
-    the core count, and a graph run should replay the same on any machine)."""
+    """The PPO settings a training starts from. Small runs: few envs stepped in-process, one torch thread.
+    The vector mode is the run's (RunSettings.vector_mode, 'sync' by default: an actor's action samples
+    depend on how the envs are split across workers, that is on the core count, and a graph run should
+    replay the same on any machine)."""
     return {"num_envs": 4, "num_steps": 128, "vector_mode": settings.vector_mode, "torch_threads": 1,
             "progress": "none", "hidden_size": 64, "seed": settings.seed + 1}
 
 
-def test_seeds(settings: RunSettings, state: dict) -> list[int]:
+def test_seeds(settings: RunSettings, state: Mapping[str, Any]) -> list[int]:
     """Code-test seeds: training range, varied per subtask so tests do not all see the same worlds."""
     offset = settings.seed * 1000 + 100 * int(state.get("subtask_index", 0))
     return train_seeds(settings.code_test_episodes, offset=offset)
 
 
-def current_versions(state: dict, subtask: str) -> dict[str, str]:
+def test_max_steps(settings: RunSettings, subtask: str) -> int:
+    return int(settings.test_max_steps or TASKS[subtask].max_steps)
+
+
+def current_versions(state: Mapping[str, Any], subtask: str) -> dict[str, str]:
+    """Sub-action name -> its latest code in this subtask."""
     versions: dict[str, str] = {}
     for v in state.get("code_versions", []):
         if v["subtask"] == subtask:
@@ -49,93 +82,283 @@ def current_versions(state: dict, subtask: str) -> dict[str, str]:
     return versions
 
 
-def fast_context(state: dict, settings: RunSettings, round_: Sequence[Any] = ()) -> dict[str, Any]:
-    """The facts of the attempt; `round_` is the tool round just answered (empty for a fresh attempt)."""
-    subtask = state["plan"][state["subtask_index"]]["name"]
+class Library:
+    """The coded actions the current sub-action may use: earlier skills it depends on, then this
+    decomposition's code."""
+
+    def __init__(self, state: dict, settings: RunSettings):
+        self.subtask = state["plan"][state["subtask_index"]]["name"]
+        self.prior = prior_sources(state)
+        self.prefix = [p["main"] for p in self.prior if p.get("main")]
+        self.pool: dict[str, str] = {}
+        self.origin: dict[str, dict] = {}
+        for p in self.prior:
+            for name, source in library.functions_of(p["sources"]).items():
+                if name != "main":
+                    self.pool[name] = source
+                    self.origin[name] = {"subtask": p["subtask"], "kind": "code"}
+        self.versions = current_versions(state, self.subtask)
+        for sub in state["decomposition"]["sub_actions"]:
+            if sub["kind"] == "code" and sub["name"] in self.versions:
+                for name, source in split_functions(self.versions[sub["name"]]).items():
+                    self.pool[name] = source
+                    self.origin[name] = {"subtask": self.subtask, "kind": "code", "this_subtask": True}
+        self.max_steps = test_max_steps(settings, self.subtask)
+
+    def with_code(self, code: str) -> dict[str, str]:
+        return {**self.pool, **split_functions(code)}
+
+    def reach_name(self) -> str | None:
+        """The coded action that plays the solved prefix, offered to a policy's action head."""
+        return f"reach_{self.subtask}" if self.prefix else None
+
+    def head_names(self, decomposition: dict) -> list[str]:
+        """Names a learned sub-action may put in its action head."""
+        coded = [a["name"] for a in decomposition["sub_actions"] if a["kind"] == "code" and a["name"] in self.pool]
+        names = coded + [n for n in self.prefix if n in self.pool and n not in coded]
+        reach = self.reach_name()
+        return names + ([reach] if reach else [])
+
+    def head_sources(self, names: list[str]) -> list[str]:
+        reach = self.reach_name()
+        plain = [n for n in names if n != reach]
+        sources = library.action_head_sources(self.pool, plain)
+        if reach and reach in names:
+            sources.append(library.prefix_action(self.pool, self.prefix, self.max_steps, reach))
+        return sources
+
+
+def _pending_code(decomposition: dict, lib: Library) -> list[dict]:
+    """Coded sub-actions with no code yet (a library function of the same name counts as code)."""
+    return [a for a in decomposition["sub_actions"] if a["kind"] == "code" and a["name"] not in lib.pool]
+
+
+def _call(name: str, args: dict) -> dict:
+    return {"name": name, "args": args, "id": f"call_{uuid.uuid4().hex[:12]}", "type": "tool_call"}
+
+
+def test_report(state: Mapping[str, Any], settings: RunSettings) -> dict[str, Any] | None:
+    """The last code-test round as the fast agent and the critic read it: summary numbers and text."""
+    from tools.run_code import summarise_reports_for_agent  # heavy (the sandbox): only with a code round
+
+    round_ = [m for m in last_tool_round(state.get("messages") or []) if m.name == CODE_TOOL]
+    if not round_:
+        return None
+    reports: list[Any] = [report_of(m) for m in round_]
+    text = summarise_reports_for_agent(reports, max_chars=REPORT_CHARS)
+    return {**summarise_code_runs(reports, prerequisite_achievements(state)), "text": text}
+
+
+def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: Library, mode: str, sub_action: dict,
+                 round_: list[ToolMessage]) -> dict[str, Any]:
+    """The facts of this call: what the prompt shows and what the rule-based expert reasons on."""
+    subtask = lib.subtask
     decomposition = state["decomposition"]
-    rl_names = [a["name"] for a in decomposition["sub_actions"] if a["kind"] == "rl"]
-    previous_steps = None
-    for cfg in state.get("rl_configs", []):
-        if cfg["subtask"] == subtask and cfg["sub_action"] in rl_names:
-            previous_steps = cfg["config"].get("ppo", {}).get("total_steps")
-    run_dir = settings.run_dir / "ppo" / (
-        f"{subtask}-o{state.get('outer_iter', 0)}-i{state.get('inner_iter', 0)}")
-    context = {
-        "subtask": subtask, "task_description": TASKS[subtask].description,
-        "decomposition": decomposition, "prior_sources": prior_sources(state),
-        "versions": current_versions(state, subtask), "feedback": state.get("feedback"),
-        "test_seeds": test_seeds(settings, state), "test_max_steps": TASKS[subtask].max_steps,
-        "train_steps": settings.train_steps, "min_train_steps": MIN_TRAIN_STEPS,
-        "budget_left": budget_left(state), "previous_train_steps": previous_steps,
-        "subtasks_left": max(1, len(state["plan"]) - state["subtask_index"]),
-        "run_dir": str(run_dir.resolve()),
-        "ppo_defaults": ppo_defaults(settings),
+    left = budget_left(state)
+    n_seeds = settings.code_test_episodes
+    context: dict[str, Any] = {
+        "subtask": subtask, "task_description": TASKS[subtask].description, "mode": mode,
+        "sub_action": sub_action, "decomposition": decomposition,
+        "library": library.listing(lib.pool, lib.origin),
+        "examples": examples_for(sub_action.get("template")),
+        "last_attempt": state.get("last_attempt"), "feedback": (state.get("feedback") or {}).get("feedback"),
+        "limits": {"test_seeds": n_seeds, "max_steps_per_test": lib.max_steps, "budget_left": left,
+                   "revision": int(state.get("inner_iter", 0)), "max_revisions": settings.max_inner_iters},
+        # for the expert (not rendered): the library's sources and the skills' entries
+        "sources": dict(lib.pool), "prefix": list(lib.prefix),
     }
-    for message in round_:
-        if message.name == CONFIGURE_TOOL:
-            report = report_of(message)
-            if report.get("ok"):
-                context["configured"] = report.get("config")
-            else:
-                context["configure_error"] = report.get("error")
+    if mode == "rl":
+        subtasks_left = max(1, len(state["plan"]) - state["subtask_index"])
+        previous = None
+        for cfg in state.get("rl_configs", []):
+            if cfg["subtask"] == subtask and cfg["sub_action"] == sub_action["name"]:
+                previous = cfg["config"].get("ppo", {}).get("total_steps")
+        context["rl"] = {"coded_actions": lib.head_names(decomposition), "train_steps": settings.train_steps,
+                         "min_train_steps": MIN_TRAIN_STEPS, "max_train_steps": max(MIN_TRAIN_STEPS, left),
+                         "subtasks_left": subtasks_left, "previous_train_steps": previous,
+                         "revise": bool(state.get("feedback") and state["feedback"].get("verdict") == "revise")}
+        for message in round_:
+            if message.name == CONFIGURE_TOOL:
+                report = report_of(message)
+                if report.get("ok"):
+                    context["configured"] = report.get("config")
+                else:
+                    context["configure_error"] = report.get("error")
     return context
 
 
-def _versions_from(calls: Sequence[dict], state: dict, subtask: str) -> tuple[list[dict], list[dict]]:
-    """Code versions and RL configurations written in this AIMessage, for the state's logs."""
-    code, configs = [], []
-    decomposition = state["decomposition"]
-    code_names = [a["name"] for a in decomposition["sub_actions"] if a["kind"] == "code"]
-    rl_name = next((a["name"] for a in decomposition["sub_actions"] if a["kind"] == "rl"), None)
-    known = current_versions(state, subtask)
-    n_versions = sum(1 for v in state.get("code_versions", []) if v["subtask"] == subtask)
-    programs = [c["args"].get("code") for c in calls if c["name"] == CODE_TOOL and c["args"].get("code")]
-    if programs:
-        for name, source in split_functions(programs[0]).items():
-            if name in code_names and known.get(name) != source:
-                n_versions += 1
-                code.append({"subtask": subtask, "sub_action": name, "version": n_versions, "source": source})
-    n_configs = sum(1 for c in state.get("rl_configs", []) if c["subtask"] == subtask)
-    for c in calls:
-        if c["name"] == CONFIGURE_TOOL and isinstance(c["args"].get("rl_config"), dict):
-            n_configs += 1
-            configs.append({"subtask": subtask, "sub_action": rl_name, "version": n_configs,
-                            "config": c["args"]["rl_config"]})
-    return code, configs
+def fast(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal["tools", "critic", "fast", "leave"]]:
+    settings, model = context_of(runtime).settings, context_of(runtime).model
+    messages = list(state.get("messages") or [])
+    update: dict[str, Any] = {}
+    if not state.get("log_marks"):
+        update["log_marks"] = log_lengths(state)
+    recorded, _ = record_round(state)
+    update.update(recorded)
+    round_ = last_tool_round(messages) if round_id(messages) else []
+    current = with_update(state, update)
+    decomposition = current_decomposition(state)
+    subtask = state["plan"][state["subtask_index"]]["name"]
+    learned = [a for a in decomposition["sub_actions"] if a["kind"] == "rl"]
+
+    if any(m.name == TRAIN_TOOL for m in round_):  # a training measures the attempt: the critic judges it
+        return Command(goto="critic", update=update)
+    if any(m.name == CODE_TOOL for m in round_):  # back from a code test: repair it, or the critic judges it
+        report = test_report(current, settings)
+        attempt = {**(state.get("last_attempt") or {}), "report": report["text"] if report else "",
+                   "result": {k: report[k] for k in ("success_rate", "success_given_start", "outcomes",
+                                                     "per_seed")} if report else {}}
+        update["last_attempt"] = attempt
+        current = with_update(state, update)
+        passed = report is not None and judged_rate(report) >= settings.target_success
+        if passed or int(current.get("inner_iter", 0)) >= settings.max_inner_iters:
+            return Command(goto="critic", update=update)
+        result = current.get("last_result") or {}
+        update["events"] = [{"type": "measure", "subtask": subtask, "sub_action": result.get("sub_action"),
+                             "kind": "code", "success_rate": result.get("success_rate", 0.0),
+                             "episodes": result.get("episodes"), "started": result.get("started"),
+                             "success_given_start": result.get("success_given_start"), "steps": result.get("steps"),
+                             "verdict": "repair", "outer_iter": state.get("outer_iter", 0),
+                             "inner_iter": state.get("inner_iter", 0)}]
+        current = with_update(state, update)
+
+    stop = limit_reached(current, settings, model, need_steps=MIN_TRAIN_STEPS if learned else 1)
+    if stop:
+        return exit_to("executor", {**update, "stop_reason": stop,
+                                    "events": [*update.get("events", []), {"type": "stop", "reason": stop}]})
+    rounds = sum(isinstance(m, AIMessage) for m in messages)
+    if round_ and not any(m.name in (CODE_TOOL, TRAIN_TOOL) for m in round_) and rounds >= MAX_TOOL_ROUNDS:
+        return to_critic(update, f"{rounds} tool rounds without a measurement (code test or training)")
+
+    lib = Library(current, settings)
+    skipped = set(state.get("skipped_code") or [])
+    pending = [a for a in _pending_code(decomposition, lib) if a["name"] not in skipped]
+    if pending:
+        mode, target = "code", pending[0]
+    elif learned:
+        mode, target = "rl", learned[-1]
+    else:
+        mode, target = "code", judged_sub_action(decomposition)
+    context = fast_context(current, settings, lib, mode, target, round_)
+    if mode == "code":
+        schema: Any = write_code_answer(target["name"])
+    elif context.get("configured"):
+        schema = TrainPolicy
+    else:
+        rl = context["rl"]
+        schema = configure_rl_answer(rl["coded_actions"], MIN_TRAIN_STEPS, rl["max_train_steps"])
+    tools = [schema, *context_of(runtime).plugin_tools]
+    try:
+        answer: AIMessage = model.tool_call("fast", messages_for("fast", context), tools, context)
+    except ModelOutputError as exc:
+        if learned and mode == "code":  # a building block of the policy's action head: it trains without it
+            return Command(goto="fast", update={**update, "skipped_code": [*sorted(skipped), target["name"]]})
+        return to_critic(update, f"no usable answer: {exc.last_error}"[:1500])
+    calls = list(answer.tool_calls or [])
+    if not calls:
+        return to_critic(update, "the fast agent called no tool")
+    call = calls[0]
+    if call["name"] == "WriteCode":
+        return _write_code(current, update, settings, lib, target, call["args"], pending, answer)
+    if call["name"] == "ConfigureRL":
+        args = dict(call["args"])
+        asked = int(args["total_steps"])
+        args["total_steps"] = min(max(asked, MIN_TRAIN_STEPS), context["rl"]["max_train_steps"])
+        if args["total_steps"] != asked:  # the graph, not the model, holds the budget
+            update["events"] = [*update.get("events", []), {
+                "type": "budget_fit", "subtask": subtask,
+                "changes": [f"ConfigureRL: total_steps {asked} -> {args['total_steps']}"]}]
+        config = {"task": subtask, "obs_kind": "symbolic", "reward": args.get("reward", "task"),
+                  "coded_actions": lib.head_sources(list(args.get("coded_actions") or [])),
+                  "eval_episodes": 0,
+                  "ppo": {**ppo_defaults(settings), "total_steps": int(args["total_steps"])}}
+        n = sum(1 for c in state.get("rl_configs", []) if c["subtask"] == subtask) + 1
+        update["rl_configs"] = [{"subtask": subtask, "sub_action": target["name"], "version": n,
+                                 "config": config, "coded_action_names": list(args.get("coded_actions") or [])}]
+        return _dispatch(current, update, [_call(CONFIGURE_TOOL, {"rl_config": config})], answer)
+    if call["name"] == "TrainPolicy":
+        run_dir = settings.run_dir / "ppo" / (
+            f"{subtask}-o{state.get('outer_iter', 0)}-i{state.get('inner_iter', 0)}")
+        args = {"rl_config": context["configured"], "run_dir": str(run_dir.resolve())}
+        return _dispatch(current, update, [_call(TRAIN_TOOL, args)], answer)
+    return _dispatch(current, update, calls, answer)  # a plugin tool, called as the model wrote it
 
 
-def make_fast(settings: RunSettings, model: Any, tools: Sequence[Any]):
-    def fast(state: dict) -> dict:
-        messages = state.get("messages", [])
-        # back from the ToolNode within an attempt; from slow or critic, a fresh attempt starts
-        round_ = last_tool_round(messages) if state.get("route") == "tools" else []
-        update: dict = {}
-        if round_:  # back from a non-measuring tool round (configure_rl, plugin tools): count its steps
-            update["env_steps_spent"] = int(state.get("env_steps_spent", 0)) + steps_of(messages)
-        current = {**state, **update}
-        learned = any(a["kind"] == "rl" for a in state["decomposition"]["sub_actions"])
-        stop = limit_reached(current, settings, model, need_steps=MIN_TRAIN_STEPS if learned else 1)
-        if stop:
-            return {**update, "route": "executor", "stop_reason": stop, "events": [{"type": "stop", "reason": stop}]}
-        rounds = sum(isinstance(m, AIMessage) for m in messages)
-        if round_ and rounds >= MAX_TOOL_ROUNDS:  # e.g. a model that keeps sending invalid configs
-            return {**update, "route": "critic"}
-        context = fast_context(current, settings, round_)
-        subtask = context["subtask"]
-        if round_:
-            prompt = list(messages)
-            new_messages: list = []
-        else:  # a fresh attempt: a fresh conversation
-            prompt = messages_for("fast", context)
-            new_messages = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *prompt]
-        ai: AIMessage = model.tool_call("fast", prompt, tools, context)
-        calls, fitted = fit_calls_to_budget(list(ai.tool_calls or []), budget_left(current))
-        if fitted:  # the graph, not the model, holds the budget
-            ai = ai.model_copy(update={"tool_calls": calls})
-        code, configs = _versions_from(calls, state, subtask)
-        route = "tools" if calls else "critic"  # no call: the critic records a failed attempt
-        events = [{"type": "budget_fit", "subtask": subtask, "changes": fitted}] if fitted else []
-        return {**update, "messages": [*new_messages, ai], "code_versions": code, "rl_configs": configs,
-                "route": route, "attempt": int(state.get("attempt", 0)) + (0 if round_ else 1), "events": events}
+def _dispatch(state: Mapping[str, Any], update: dict, calls: list[Any], answer: AIMessage) -> Command:
+    fitted_calls, notes = fit_calls_to_budget(calls, budget_left(state))
+    events = [{"type": "budget_fit", "subtask": state["plan"][state["subtask_index"]]["name"], "changes": notes}]
+    ai = AIMessage(content=answer.content or "", tool_calls=fitted_calls, id=f"ai_{uuid.uuid4().hex[:12]}")
+    return Command(goto="tools", update={**update, "messages": [ai], "fast_error": None,
+                                         "events": [*update.get("events", []), *(events if notes else [])]})
 
-    return fast
+
+def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, lib: Library, target: dict, args: dict,
+                pending: list[dict], answer: AIMessage) -> Command:
+    subtask = lib.subtask
+    code = str(args["code"])
+    max_steps = int(args.get("max_steps") or lib.max_steps)
+    last = state.get("last_attempt") or {}
+    n = sum(1 for v in state.get("code_versions", []) if v["subtask"] == subtask) + 1
+    version = [{"subtask": subtask, "sub_action": target["name"], "version": n, "source": code}]
+    learned = any(a["kind"] == "rl" for a in state["decomposition"]["sub_actions"])
+    is_last_code = not learned and len(pending) <= 1
+    defined = target["name"] in split_functions(code)
+    if not is_last_code:  # a building block: loaded in the sandbox, tested through the action that uses it
+        if defined and _load_problem(lib.with_code(code)) is None:
+            return Command(goto="fast", update={**update, "code_versions": version, "last_attempt": None})
+        if learned:  # the policy trains without this action
+            return Command(goto="fast", update={**update, "skipped_code": [*skipped_of(state), target["name"]]})
+        defined = False  # broken: a one-seed test below brings back the sandbox's own error, to repair from
+    if last.get("sub_action") == target["name"] and last.get("code") == code and last.get("max_steps") == max_steps:
+        # testing the same code on the same seeds again would only spend the budget: the critic judges it
+        return to_critic(update, "the fast agent resubmitted unchanged code")
+    revision = int(state.get("inner_iter", 0)) + (1 if last.get("report") is not None and last else 0)
+    seeds = test_seeds(settings, state)
+    if defined:
+        pool = lib.with_code(code)
+        actions = [a["name"] for a in state["decomposition"]["sub_actions"]
+                   if a["kind"] == "code" and a.get("template") != "explore" and a["name"] in pool]
+        program, action = library.test_program(pool, lib.prefix, actions or [target["name"]], max_steps)
+    else:  # the sandbox says what is wrong with it (a syntax error, a missing function); one seed tells
+        program, action, seeds = library.with_library(lib.pool, code), target["name"], seeds[:1]
+    base = {"code": program, "task": subtask, "max_steps": max_steps, **({"action": action} if action else {})}
+    calls = [_call(CODE_TOOL, {**base, "seed": int(seed)}) for seed in seeds]
+    repaired = revision - int(state.get("inner_iter", 0))
+    update = {**update, "code_versions": version, "inner_iter": revision,
+              "total_inner_iters": int(state.get("total_inner_iters", 0)) + repaired,
+              "attempt": int(state.get("attempt", 0)) + (0 if last else 1),
+              "last_attempt": {"sub_action": target["name"], "code": code, "max_steps": max_steps, "report": None}}
+    return _dispatch(state, update, calls, answer)
+
+
+def to_critic(update: dict, fast_error: str) -> Command:
+    """To the critic without a new measurement: the last test round is judged as it is, and the critic
+    logs it (not as a repair, since none came)."""
+    events = [e for e in update.get("events", []) if e.get("verdict") != "repair"]
+    return Command(goto="critic", update={**update, "events": events, "fast_error": fast_error})
+
+
+def skipped_of(state: Mapping[str, Any]) -> list[str]:
+    return list(state.get("skipped_code") or [])
+
+
+def _load_problem(pool: dict[str, str]) -> str | None:
+    """Why these functions do not load in the sandbox, or None."""
+    from sandbox import AgentCode, CodeRejected, SandboxUnavailable, UnsafeCodeError, check_source
+
+    source = "\n\n".join(s.rstrip() for s in pool.values()) + "\n"
+    try:
+        check_source(source)
+        with AgentCode([source]):
+            return None
+    except UnsafeCodeError as exc:
+        return str(exc)
+    except CodeRejected as exc:
+        return str(exc)
+    except SandboxUnavailable as exc:
+        return f"the sandbox could not start ({exc}); not the code's fault"
+
+
+def start_attempt_update() -> dict:
+    """What a fresh attempt (after the slow agent or a critic's 'revise') starts from."""
+    return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES)], "last_attempt": None, "fast_error": None}

@@ -17,7 +17,7 @@ from nodes.settings import RunSettings
 MIN_TRAIN_STEPS = 1_000       # smallest PPO run rl.config accepts
 
 
-def budget_left(state: dict) -> int:
+def budget_left(state: Mapping[str, Any]) -> int:
     return int(state.get("budget_steps", 0)) - int(state.get("env_steps_spent", 0))
 
 
@@ -26,7 +26,7 @@ def model_calls(model: Any) -> int:
     return usage.total().calls if usage is not None else 0
 
 
-def limit_reached(state: dict, settings: RunSettings, model: Any, need_steps: int = 1) -> str | None:
+def limit_reached(state: Mapping[str, Any], settings: RunSettings, model: Any, need_steps: int = 1) -> str | None:
     """Why the loops must stop now, or None. `need_steps`: the smallest useful next spend."""
     left = budget_left(state)
     if left < need_steps:

@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolCall, ToolMessage
 from langchain_core.tools import ArgsSchema, BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ValidationError
@@ -43,7 +43,7 @@ def preview(text: str) -> str:
     return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + "..."
 
 
-def text_of(message: AIMessage) -> str:
+def text_of(message: BaseMessage) -> str:
     """The plain text of an answer; content may be a string or a list of content blocks."""
     content = message.content
     if isinstance(content, str):
@@ -77,17 +77,21 @@ def extract_json_object(text: str) -> dict[str, Any]:
 
 
 def _unwrap_call(obj: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
-    """Small models often wrap arguments as {"name": ..., "arguments": {...}}; peel that off."""
+    """Small models often wrap arguments as {"name": ..., "arguments": {...}}; peel that off.
+    The next-step answer (see `next_step_tool`) names the tool under "tool" instead."""
+    name = next((obj[k] for k in ("name", "tool") if isinstance(obj.get(k), str)), None)
+    if name is None:
+        return None, obj
     for key in ("arguments", "args", "parameters"):
-        if isinstance(obj.get(key), dict) and isinstance(obj.get("name"), str):
-            return obj["name"], obj[key]
-        if isinstance(obj.get(key), str) and isinstance(obj.get("name"), str):
+        if isinstance(obj.get(key), dict):
+            return name, obj[key]
+        if isinstance(obj.get(key), str):
             try:
                 inner = json.loads(obj[key])
             except json.JSONDecodeError:
                 continue
             if isinstance(inner, dict):
-                return obj["name"], inner
+                return name, inner
     return None, obj
 
 
@@ -222,3 +226,148 @@ def _refuse_unparsed_call(message, fallback_name: str | None) -> None:
         bad = message.invalid_tool_calls[0]
         raise InvalidOutput(f"the arguments of your call to `{bad.get('name') or fallback_name}` are not "
                             f"valid JSON: {preview(str(bad.get('args') or ''))!r}")
+
+
+# -- messages as plain text, for servers without tools, token counts, records and request files -------
+
+MESSAGE_ROLES = {"system": "system", "human": "user", "ai": "assistant", "tool": "tool"}
+
+
+def message_text(message: BaseMessage) -> str:
+    """What a message says; an answer's tool calls are written out (see `render_answer`)."""
+    if isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls):
+        return render_answer(message)
+    return text_of(message)
+
+
+def message_dicts(messages: Sequence[BaseMessage]) -> list[dict[str, str]]:
+    """Each message as {"role": system|user|assistant|tool, "content": text}."""
+    return [{"role": MESSAGE_ROLES.get(m.type, m.type), "content": message_text(m)} for m in messages]
+
+
+def plain_chat(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """The conversation without tool-call structure: earlier calls as assistant text, tool results
+    as user text. A server that ignores tools (next-step mode) would otherwise get assistant
+    messages with no content and tool messages its chat template may not know."""
+    called: dict[str, str] = {}
+    out: list[BaseMessage] = []
+    for m in messages:
+        if isinstance(m, AIMessage):
+            called.update({c["id"]: c["name"] for c in m.tool_calls if c["id"]})
+            out.append(AIMessage(content=message_text(m)) if m.tool_calls or m.invalid_tool_calls else m)
+        elif isinstance(m, ToolMessage):
+            name = m.name or called.get(m.tool_call_id, "the tool")
+            out.append(HumanMessage(content=f"Result of `{name}`:\n{text_of(m)}"))
+        else:
+            out.append(m)
+    return out
+
+
+# -- next-step mode: one forced, grammar-constrained answer that picks a tool ----------------------
+
+NEXT_STEP_TOOL = "next_step"
+
+
+GRAMMAR_MAX_REPEAT = 64
+LENGTH_BOUNDS = ("maxLength", "minLength", "maxItems", "minItems")
+
+
+def without_long_bounds(schema: Any) -> Any:
+    """`schema` without length bounds over GRAMMAR_MAX_REPEAT. llama.cpp turns a JSON schema into a
+    grammar that spells out every allowed repetition: the 8000-character limit of a code field makes
+    a grammar it fails to parse, and its server dies. The answer is still checked against the full
+    schema here, so only the server's constraint gets looser."""
+    if isinstance(schema, dict):
+        return {k: without_long_bounds(v) for k, v in schema.items()
+                if not (k in LENGTH_BOUNDS and isinstance(v, int) and v > GRAMMAR_MAX_REPEAT)}
+    if isinstance(schema, list):
+        return [without_long_bounds(v) for v in schema]
+    return schema
+
+
+def tool_spec(tool: Any) -> dict[str, Any]:
+    """{"name", "description", "parameters"} with every $ref inlined (LangChain's conversion)."""
+    fn = convert_to_openai_tool(tool)["function"]
+    return {"name": fn["name"], "description": fn.get("description", ""),
+            "parameters": fn.get("parameters", {"type": "object", "properties": {}})}
+
+
+def sendable_tool(tool: Any) -> dict[str, Any]:
+    """The OpenAI function a request carries for `tool` (see `without_long_bounds`)."""
+    return {"type": "function", "function": without_long_bounds(tool_spec(tool))}
+
+
+def next_step_tool(tools: Sequence[Any]) -> dict[str, Any]:
+    """One OpenAI function whose arguments pick a tool and give its arguments.
+
+    The parameters are an anyOf of one object per tool, {"tool": <const name>, "arguments":
+    <that tool's parameters>}: the const ties each argument schema to its tool, so a grammar
+    built from this schema (llama.cpp does so for a function forced by name) admits only a valid
+    call of one of the tools.
+    """
+    alternatives = []
+    for t in tools:
+        spec = tool_spec(t)
+        alternatives.append({
+            "type": "object",
+            "description": spec["description"].strip().split("\n")[0],
+            "properties": {"tool": {"const": spec["name"]}, "arguments": without_long_bounds(spec["parameters"])},
+            "required": ["tool", "arguments"],
+        })
+    names = ", ".join(tool_name(t) for t in tools)
+    return {"type": "function", "function": {
+        "name": NEXT_STEP_TOOL,
+        "description": f"Take the next step: call exactly one of the tools {names}.",
+        "parameters": {"type": "object", "anyOf": alternatives},
+    }}
+
+
+def with_tool_listing(messages: Sequence[BaseMessage], tools: Sequence[Any]) -> list[BaseMessage]:
+    """The messages with the tools and the next-step answer shape added to the system message: a
+    chat template that drops the request's tool list (SmolLM2's) leaves the model blind to them."""
+    listing = ("Answer with the next step as one JSON object "
+               '{"tool": <tool name>, "arguments": {...}}, calling one of these tools:\n'
+               + "\n".join(f"- {signature(t)}" for t in tools))
+    msgs = list(messages)
+    if msgs and isinstance(msgs[0], SystemMessage):
+        return [SystemMessage(content=f"{text_of(msgs[0])}\n\n{listing}"), *msgs[1:]]
+    return [SystemMessage(content=listing), *msgs]
+
+
+def tool_calls_from_json(obj: dict[str, Any], known: str) -> list[ToolCall]:
+    """Calls from {"tool": name, "arguments": {...}} (or "name" for "tool"), or from
+    {"tool_calls": [such objects, ...]} for several at once."""
+    items = obj["tool_calls"] if isinstance(obj.get("tool_calls"), list) else [obj]
+    calls: list[ToolCall] = []
+    for item in items:
+        name, args = _unwrap_call(item) if isinstance(item, dict) else (None, {})
+        if name is None:
+            raise InvalidOutput('each call must be a JSON object {"tool": <tool name>, "arguments": {...}} '
+                                f"with the arguments as an object; the tools are: {known}; got "
+                                f"{preview(json.dumps(item, default=str))!r}")
+        calls.append(ToolCall(name=name, args=args, id=f"call_{uuid.uuid4().hex[:12]}", type="tool_call"))
+    if not calls:
+        raise InvalidOutput(f"the list tool_calls is empty; call one of the tools: {known}.")
+    return calls
+
+
+def answer_as_tool_calls(message: AIMessage, tools: Sequence[Any]) -> AIMessage:
+    """A next-step answer (or a JSON answer written to a file) as an AIMessage with validated
+    tool calls of `tools`: the JSON comes from the forced `next_step` call or from the text."""
+    by_name = {tool_name(t): t for t in tools}
+    known = ", ".join(sorted(by_name))
+    _refuse_unparsed_call(message, NEXT_STEP_TOOL)
+    if message.tool_calls:
+        call = message.tool_calls[0]
+        # a server that ignored the forced function may call a real tool directly
+        obj = {"tool": call["name"], "arguments": call["args"]} if call["name"] in by_name else call["args"]
+    else:
+        text = text_of(message)
+        if not text.strip():
+            raise InvalidOutput(f"the answer was empty; call one of the tools: {known}.")
+        obj = extract_json_object(text)
+    note = obj.get("content")
+    answer = AIMessage(content=note if isinstance(note, str) else "", tool_calls=tool_calls_from_json(obj, known),
+                       id=message.id, usage_metadata=message.usage_metadata,
+                       response_metadata=message.response_metadata)
+    return validated_tool_calls(answer, tools)

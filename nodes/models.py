@@ -26,6 +26,10 @@ class ModelServerError(RuntimeError):
     """The model server could not be reached or refused the request (network, auth, HTTP error)."""
 
 
+class ContextWindowError(ModelServerError):
+    """The prompt leaves no room for an answer in the model's context window (checked before sending)."""
+
+
 class ModelOutputError(RuntimeError):
     """The model kept answering with output that does not fit the expected schema or tools."""
 
@@ -125,6 +129,12 @@ class AgentModel(Protocol):
 
     `context` carries the facts the rule-based expert reasons on; a language model sees the same
     facts rendered into `messages` by the prompt templates and ignores it.
+
+    Optional members, outside the protocol so that a model without them still fits:
+    - `close()`: releases what the model holds (the local llama.cpp server of `--model smollm2`);
+      whoever built the model calls it when the run ends, best through `close_model`;
+    - `last_requests`: one dict per request of the latest call (`prompt_tokens`,
+      `completion_tokens`, `max_tokens`, ...), read by `nodes.recording`.
     """
 
     name: str
@@ -135,3 +145,10 @@ class AgentModel(Protocol):
 
     def tool_call(self, role: str, messages: Sequence[BaseMessage], tools: Sequence[Any],
                   context: Mapping[str, Any] | None = None) -> AIMessage: ...
+
+
+def close_model(model: object) -> None:
+    """Call the model's optional `close()`; a model without one holds nothing to release."""
+    close = getattr(model, "close", None)
+    if callable(close):
+        close()

@@ -9,22 +9,27 @@ subtask (a retry when that is the failed one). An empty re-plan ends the loops.
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from langgraph.runtime import Runtime
+from langgraph.types import Command
 
 from envs.tasks import TASKS
+from nodes.context import RunContext, context_of
 from nodes.limits import limit_reached
-from nodes.recipes import recipe_facts
+from nodes.models import ModelOutputError
+from nodes.recipes import all_recipe_facts
 from nodes.schemas import Plan
-from nodes.settings import RunSettings
 from nodes.skills_io import skill_from_best
+from nodes.state import RLGPTState
 from prompts.templates import messages_for
 
 
-def planner_context(state: dict) -> dict[str, Any]:
+def planner_context(state: Mapping[str, Any]) -> dict[str, Any]:
+    """The task and the game's recipe facts (its manual); the planner derives the chain from them."""
     task = TASKS[state["task"]]
-    chain = list(task.chain) if task.achievement is not None else [task.name]
-    context = {"task": task.name, "task_description": task.description,
-               "recipes": [recipe_facts(n) for n in chain], "prerequisites": list(task.prerequisites)}
+    context = {"task": task.name, "task_description": task.description, "recipes": all_recipe_facts()}
     failed = state.get("failed")
     if failed:
         context["failed"] = failed
@@ -32,41 +37,50 @@ def planner_context(state: dict) -> dict[str, Any]:
     return context
 
 
-def make_planner(settings: RunSettings, model: Any):
-    def planner(state: dict) -> dict:
-        update: dict = {}
-        if not state.get("started_at"):
-            update["started_at"] = time.time()
-        context = planner_context(state)
-        failed = context.get("failed")
-        if failed and state.get("replans", 0) >= settings.max_replans:
-            return {**update, "failed": None, "route": "executor",
-                    "stop_reason": f"subtask {failed['subtask']} failed and the re-plan limit is reached",
-                    "events": [{"type": "stop", "reason": "re-plan limit", "subtask": failed["subtask"]}]}
-        stop = limit_reached({**state, **update}, settings, model)
-        if stop:
-            return {**update, "failed": None, "route": "executor", "stop_reason": stop,
-                    "events": [{"type": "stop", "reason": stop}]}
-        plan: Plan = model.structured("planner", messages_for("planner", context), Plan, context)
-        subtasks = [s.model_dump() for s in plan.subtasks]
-        if not failed:
-            return {**update, "plan": subtasks, "plan_reason": plan.reason, "subtask_index": 0, "route": "subtask",
-                    "events": [{"type": "plan", "subtasks": [s["name"] for s in subtasks], "reason": plan.reason}]}
-        index = state["subtask_index"]
-        kept = state["plan"][:index]
-        event = {"type": "replan", "failed": failed["subtask"], "subtasks": [s["name"] for s in subtasks],
-                 "reason": plan.reason}
-        base = {**update, "failed": None, "replans": state.get("replans", 0) + 1, "events": [event]}
-        if not subtasks:
-            return {**base, "route": "executor", "stop_reason": f"planner gave up after {failed['subtask']} failed: "
-                                                                 f"{plan.reason}"}
-        best = skill_from_best(state, failed["subtask"], settings.skill_threshold)
-        if subtasks[0]["name"] == failed["subtask"] and best is not None and best["success_rate"] > 0:
-            # keep what worked sometimes and go on with the rest of the new plan
-            skills = {**(state.get("skills") or {}), failed["subtask"]: best}
-            return {**base, "plan": kept + subtasks, "skills": skills, "subtask_index": index + 1,
-                    "route": "subtask"}
-        # a different plan, or a subtask that never succeeded: solve the new plan from here
-        return {**base, "plan": kept + subtasks, "route": "subtask"}
+def _to(update: dict, target: str) -> Command:
+    return Command(goto=target, update={**update, "route": target})
 
-    return planner
+
+def planner(state: RLGPTState, runtime: Runtime[RunContext]) -> Command[Literal["subtask", "executor"]]:
+    settings, model = context_of(runtime).settings, context_of(runtime).model
+    update: dict = {}
+    if not state.get("started_at"):
+        update["started_at"] = time.time()
+    context = planner_context(state)
+    failed = context.get("failed")
+    if failed and state.get("replans", 0) >= settings.max_replans:
+        return _to({**update, "failed": None,
+                    "stop_reason": f"subtask {failed['subtask']} failed and the re-plan limit is reached",
+                    "events": [{"type": "stop", "reason": "re-plan limit", "subtask": failed["subtask"]}]}, "executor")
+    stop = limit_reached({**state, **update}, settings, model)
+    if stop:
+        return _to({**update, "failed": None, "stop_reason": stop, "events": [{"type": "stop", "reason": stop}]},
+                   "executor")
+    try:
+        plan: Plan = model.structured("planner", messages_for("planner", context), Plan, context)
+    except ModelOutputError as exc:  # the run goes on to the report with what it has
+        return _to({**update, "failed": None, "stop_reason": f"no valid plan from the model: {exc.last_error[:300]}",
+                    "events": [{"type": "stop", "reason": "no valid plan"}]}, "executor")
+    subtasks = [s.model_dump() for s in plan.subtasks]
+    if not failed:
+        if not subtasks:
+            return _to({**update, "stop_reason": f"the plan is empty: {plan.reason}",
+                        "events": [{"type": "stop", "reason": "empty plan"}]}, "executor")
+        return _to({**update, "plan": subtasks, "plan_reason": plan.reason, "subtask_index": 0,
+                    "events": [{"type": "plan", "subtasks": [s["name"] for s in subtasks], "reason": plan.reason}]},
+                   "subtask")
+    index = state["subtask_index"]
+    kept = state["plan"][:index]
+    event = {"type": "replan", "failed": failed["subtask"], "subtasks": [s["name"] for s in subtasks],
+             "reason": plan.reason}
+    base = {**update, "failed": None, "replans": state.get("replans", 0) + 1, "events": [event]}
+    if not subtasks:
+        return _to({**base, "stop_reason": f"planner gave up after {failed['subtask']} failed: {plan.reason}"},
+                   "executor")
+    best = skill_from_best(state, failed["subtask"], settings.skill_threshold)
+    if subtasks[0]["name"] == failed["subtask"] and best is not None and best["success_rate"] > 0:
+        # keep what worked sometimes and go on with the rest of the new plan
+        skills = {**(state.get("skills") or {}), failed["subtask"]: best}
+        return _to({**base, "plan": kept + subtasks, "skills": skills, "subtask_index": index + 1}, "subtask")
+    # a different plan, or a subtask that never succeeded: solve the new plan from here
+    return _to({**base, "plan": kept + subtasks}, "subtask")

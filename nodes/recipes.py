@@ -11,6 +11,8 @@ from functools import cache
 
 import crafter.constants as crafter_constants
 
+from envs.tasks import ACHIEVEMENTS
+
 COLLECT = {m: dict(v) for m, v in crafter_constants.collect.items()}
 PLACE = {i: dict(v) for i, v in crafter_constants.place.items()}
 MAKE = {i: dict(v) for i, v in crafter_constants.make.items()}
@@ -100,3 +102,9 @@ def recipe_facts(achievement: str) -> dict:
         facts["uses"] = MAKE[item].get("uses", {})
         facts["nearby"] = MAKE[item].get("nearby", [])
     return facts
+
+
+def all_recipe_facts() -> list[dict]:
+    """The recipe facts of every achievement (the game's manual), in the game's own order: what a planner
+    derives a chain from, without being told the chain."""
+    return [recipe_facts(a) for a in ACHIEVEMENTS]

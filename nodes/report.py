@@ -19,10 +19,13 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from langgraph.runtime import Runtime
 from pydantic import ValidationError
 
+from nodes.context import RunContext, context_of
 from nodes.settings import RunSettings
 from nodes.skills import Skill, SkillLibrary, SkillLibraryError
+from nodes.state import RLGPTState
 
 AGENT_ROLES = ("planner", "slow", "fast", "critic")  # always listed, so a zero is visible, not missing
 
@@ -212,13 +215,11 @@ def build_report(settings: RunSettings, state: Mapping[str, Any], wall_s: float,
     }
 
 
-def make_report(settings: RunSettings, model: Any):
-    def report(state: dict) -> dict:
-        # the CLI (graph.run) writes report.json/report.md from the final state, this dict included
-        usage = model.usage.to_dict() if getattr(model, "usage", None) is not None else {}
-        started = float(state.get("started_at") or 0.0)
-        data = build_report(settings, state, wall_s=time.time() - started if started else 0.0,
-                            model_name=getattr(model, "name", "?"), usage=usage, graph_done=True)
-        return {"report": data, "usage": usage}
-
-    return report
+def report(state: RLGPTState, runtime: Runtime[RunContext]) -> dict:
+    settings, model = context_of(runtime).settings, context_of(runtime).model
+    # the CLI (graph.run) writes report.json/report.md from the final state, this dict included
+    usage = model.usage.to_dict() if getattr(model, "usage", None) is not None else {}
+    started = float(state.get("started_at") or 0.0)
+    data = build_report(settings, state, wall_s=time.time() - started if started else 0.0,
+                        model_name=getattr(model, "name", "?"), usage=usage, graph_done=True)
+    return {"report": data, "usage": usage}

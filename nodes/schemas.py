@@ -8,9 +8,18 @@ description because that is what a model reads in the JSON schema.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 from envs.tasks import get_task
 
@@ -21,15 +30,30 @@ TemplateKind = Literal["collect", "place", "make", "explore", "custom"]
 NAME_RE = r"^[a-z][a-z0-9_]{0,47}$"
 
 
+def _cut(limit: int):
+    def cut(value: Any) -> Any:
+        return value[:limit] if isinstance(value, str) else value
+    return cut
+
+
+# Free-text fields cut to their limit. A server that constrains answers to the schema does not enforce long
+# length bounds (llama.cpp cannot compile them into its grammar), and prose past its limit is of no use to a
+# node, so it is cut rather than refused.
+Prose200 = Annotated[str, BeforeValidator(_cut(200)), StringConstraints(max_length=200)]
+Prose300 = Annotated[str, BeforeValidator(_cut(300)), StringConstraints(max_length=300)]
+Prose400 = Annotated[str, BeforeValidator(_cut(400)), StringConstraints(max_length=400)]
+Prose600 = Annotated[str, BeforeValidator(_cut(600)), StringConstraints(max_length=600)]
+
+
 class Subtask(BaseModel):
     """One step of the plan: a Crafter task whose achievement must be unlocked."""
 
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(max_length=48, description="Crafter task name, e.g. 'collect_wood', 'place_table'")
-    goal: str = Field(max_length=200, description="what this step achieves, in a few words")
-    success_condition: str = Field(
-        max_length=200, description="how success is measured, e.g. \"achievement 'collect_wood' unlocked\"")
+    goal: Prose200 = Field(description="what this step achieves, in a few words")
+    success_condition: Prose200 = Field(
+        description="how success is measured, e.g. \"achievement 'collect_wood' unlocked\"")
 
     @field_validator("name")
     @classmethod
@@ -43,7 +67,7 @@ class Plan(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     subtasks: list[Subtask] = Field(max_length=20, description="ordered subtasks, prerequisites first")
-    reason: str = Field("", max_length=400, description="why this order")
+    reason: Prose400 = Field("", description="why this order")
 
 
 class SubAction(BaseModel):
@@ -53,7 +77,7 @@ class SubAction(BaseModel):
 
     name: str = Field(pattern=NAME_RE, description="snake_case name; for code, the function name")
     kind: Kind = Field(description="'code' (a program over the game API) or 'rl' (learned with PPO)")
-    reason: str = Field(max_length=300, description="why code or RL for this sub-action")
+    reason: Prose300 = Field(description="why code or RL for this sub-action")
     template: TemplateKind = Field(
         "custom", description="which few-shot example the code starts from: collect, place, make, explore")
     target: str | None = Field(
@@ -72,7 +96,7 @@ class Decomposition(BaseModel):
     subtask: str = Field(max_length=48, description="the subtask these sub-actions solve")
     sub_actions: list[SubAction] = Field(min_length=1, max_length=8,
                                          description="sub-actions in order; the last one achieves the subtask")
-    reason: str = Field("", max_length=400, description="what changed from the previous decomposition and why")
+    reason: Prose400 = Field("", description="what changed from the previous decomposition and why")
 
     @model_validator(mode="after")
     def _unique_names(self) -> Decomposition:
@@ -92,7 +116,7 @@ class Critique(BaseModel):
     verdict: Verdict = Field(description="pass: good enough; revise: fix code/config (inner loop); "
                                          "move: change code<->rl (outer loop); fail: give up on it")
     success_rate: float = Field(ge=0.0, le=1.0, description="measured success rate of this attempt")
-    feedback: str = Field(max_length=600, description="what went wrong and what to change, concretely")
+    feedback: Prose600 = Field(description="what went wrong and what to change, concretely")
     move_to: Kind | None = Field(None, description="with verdict 'move': the kind to move the sub-action to")
 
     @model_validator(mode="after")
@@ -102,3 +126,63 @@ class Critique(BaseModel):
         if self.verdict != "move" and self.move_to is not None:
             raise ValueError("move_to is only allowed with verdict 'move'")
         return self
+
+
+# -- the fast agent's answers ---------------------------------------------------------------------
+# The fast agent answers with one of these per call; the node turns the answer into real tool calls
+# (the test seeds, the task, the library's sources and the PPO defaults are the graph's facts, not
+# the model's). The node builds a subclass per call that knows the names of that moment, so that a
+# schema-constrained server can only produce valid names and a wrong one is re-asked with the reason.
+
+MAX_CODE_CHARS = 8000
+
+
+class WriteCode(BaseModel):
+    """Write the coded action you were asked for and test it in fresh episodes (one per test seed)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    code: str = Field(max_length=MAX_CODE_CHARS, description=(
+        "Python source of ONE coded action: a generator function `def NAME(game): ... yield 'do'` "
+        "that yields primitive action names (helper functions allowed); it may call the library's "
+        "coded actions with `yield from name(game)`"))
+    max_steps: int | None = Field(None, ge=1, le=10_000, description=(
+        "primitive steps one test episode may use; default: the subtask's test limit"))
+
+
+def write_code_answer(function_name: str) -> type[WriteCode]:
+    """`WriteCode` for a sub-action named `function_name` (the name is in its description). Whether the
+    code parses and defines it is the sandbox's to say: its load error goes back to the model as a test
+    report, like any other failure of its code."""
+    doc = f"Write the coded action `def {function_name}(game):` and test it in fresh episodes (one per test seed)."
+    return create_model("WriteCode", __base__=WriteCode, __doc__=doc)
+
+
+class ConfigureRL(BaseModel):
+    """Configure the PPO training of the learned sub-action: its extra coded actions, steps and reward."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    coded_actions: list[str] = Field(max_length=16, description=(
+        "names of coded actions from the library to append to the policy's action head"))
+    total_steps: int = Field(ge=1, description="environment steps of the training (the graph fits it to the budget)")
+    reward: Literal["task", "crafter"] = Field(
+        "task", description="'task': +1 when the subtask succeeds; 'crafter': the game's achievement reward")
+
+
+def configure_rl_answer(names: list[str], min_steps: int, max_steps: int) -> type[ConfigureRL]:
+    """`ConfigureRL` that accepts only the library's coded action names and a step count the budget allows."""
+    choice: Any = Literal[tuple(names)] if names else str  # type: ignore[valid-type]
+    return create_model(
+        "ConfigureRL", __base__=ConfigureRL, __doc__=ConfigureRL.__doc__,
+        coded_actions=(list[choice], Field(default_factory=list, max_length=16, description=(
+            "names of coded actions from the library to append to the policy's action head"))),
+        # the graph fits the count into [min_steps, max_steps] (nodes.fast), as it fits every spend to the budget
+        total_steps=(int, Field(ge=1, description=(
+            f"environment steps of the training, {min_steps} to {max(min_steps, max_steps)}"))))
+
+
+class TrainPolicy(BaseModel):
+    """Train the policy with the configuration that configure_rl validated."""
+
+    model_config = ConfigDict(extra="forbid")

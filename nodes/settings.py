@@ -49,7 +49,9 @@ class RunSettings(BaseModel):
         100_000, ge=100, le=1_000_000_000,
         description="environment steps the whole run may spend (code tests, training and evaluation)")
     max_outer_iters: int = Field(3, ge=1, le=50, description="slow-agent revisions of a decomposition")
-    max_inner_iters: int = Field(3, ge=1, le=50, description="fast-agent + critic refinements per decomposition")
+    max_inner_iters: int = Field(
+        3, ge=0, le=50, description="fast-agent revisions per decomposition: repairs of its code from the test "
+                                    "report, or longer trainings the critic asks for")
     max_wall_s: float = Field(900.0, gt=0, le=30 * 24 * 3600, description="wall-clock limit of the run, seconds")
     max_model_calls: int = Field(300, ge=1, le=1_000_000, description="model calls the run may make")
     seed: int = Field(0, ge=0, lt=1_000_000, description="training/code-test seed (below the evaluation seeds)")
@@ -60,6 +62,8 @@ class RunSettings(BaseModel):
     test_episodes: int | None = Field(
         None, ge=1, le=1_000,
         description=f"code-test seeds per measurement (default: min({CODE_TEST_EPISODES}, eval_episodes))")
+    test_max_steps: int | None = Field(
+        None, ge=1, le=10_000, description="primitive steps per code test (default: the subtask's own step limit)")
     vector_mode: VectorMode = Field(
         "sync", description="how PPO trainings step their envs (rl.ppo): 'sync' replays the same on any machine; "
                             "'actors' is the fastest on many cores but its runs depend on the core count")

@@ -46,8 +46,8 @@ SkillKind = Literal["code", "rl"]
 # chained skills (that is state['evaluation']):
 #   code_tests  the code tests' success over their training-range seeds (a code attempt);
 #   training    PPO's moving-window success while training (a learned attempt);
-#   held_out    PPO's own evaluation on held-out seeds, used when training finished no episode to rate.
-RateSource = Literal["code_tests", "training", "held_out"]
+#   validation  PPO's own evaluation on validation seeds (envs.seeds), used when training finished no episode to rate.
+RateSource = Literal["code_tests", "training", "validation", "none"]
 RATE_SOURCE_OF_KIND: dict[str, str] = {"code": "code_tests", "rl": "training"}
 
 

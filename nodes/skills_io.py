@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from envs.tasks import TASKS
+from envs.tasks import ACHIEVEMENTS, TASKS
 from nodes.attempts import judged_rate, split_functions
 from nodes.recipes import backward_chain
 from nodes.settings import RunSettings
@@ -32,7 +32,7 @@ def skill_from_attempt(subtask: str, attempt: dict, threshold: float) -> dict:
     return skill.to_state()
 
 
-def skill_from_best(state: dict, subtask: str, threshold: float) -> dict | None:
+def skill_from_best(state: Mapping[str, Any], subtask: str, threshold: float) -> dict | None:
     best = (state.get("best") or {}).get(subtask)
     return None if best is None else skill_from_attempt(subtask, best, threshold)
 
@@ -72,7 +72,7 @@ def needed_before(subtask: str | None, earlier: list[str]) -> list[str]:
     return [name for name in earlier if name in closure or name not in TASKS]
 
 
-def prior_sources(state: dict) -> list[dict]:
+def prior_sources(state: Mapping[str, Any]) -> list[dict]:
     """Coded sources of the skills solved before the current subtask that it depends on (`needed_before`),
     in plan order, for the fast agent."""
     out = []
@@ -92,3 +92,8 @@ def prior_sources(state: dict) -> list[dict]:
             entry = sub["name"] if sub["name"] in names else None
         out.append({"subtask": sub["name"], "kind": skill.kind, "main": entry, "sources": skill.sources})
     return out
+
+
+def prerequisite_achievements(state: Mapping[str, Any]) -> list[str]:
+    """Achievements a code test of the current subtask passes through before the subtask's own turn."""
+    return [p["subtask"] for p in prior_sources(state) if p["subtask"] in ACHIEVEMENTS]

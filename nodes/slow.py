@@ -3,17 +3,24 @@ revises the decomposition in the outer loop when the critic asks for it (move co
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from langgraph.runtime import Runtime
+from langgraph.types import Command
 
 from envs.tasks import TASKS
+from nodes.context import RunContext, context_of
 from nodes.limits import limit_reached
+from nodes.models import ModelOutputError
 from nodes.recipes import recipe_facts, template_for
-from nodes.schemas import Decomposition
+from nodes.schemas import Decomposition, SubAction
 from nodes.settings import RunSettings
+from nodes.state import RLGPTState
 from prompts.templates import messages_for
 
 
-def slow_context(state: dict, settings: RunSettings) -> dict[str, Any]:
+def slow_context(state: Mapping[str, Any], settings: RunSettings) -> dict[str, Any]:
     subtask = state["plan"][state["subtask_index"]]
     feedback = state.get("feedback")
     best = (state.get("best") or {}).get(subtask["name"])
@@ -25,23 +32,47 @@ def slow_context(state: dict, settings: RunSettings) -> dict[str, Any]:
         "previous": state.get("decomposition"), "critique": feedback,
         "best": None if best is None else {"kind": best["kind"], "success_rate": best["success_rate"]},
         "outer_iter": state.get("outer_iter", 0), "max_outer_iters": settings.max_outer_iters,
+        "forced_rl": state.get("forced_rl"),
     }
 
 
-def make_slow(settings: RunSettings, model: Any):
-    def slow(state: dict) -> dict:
-        stop = limit_reached(state, settings, model)
-        if stop:
-            return {"route": "executor", "stop_reason": stop, "events": [{"type": "stop", "reason": stop}]}
-        context = slow_context(state, settings)
-        answer: Decomposition = model.structured("slow", messages_for("slow", context), Decomposition, context)
-        decomposition = answer.model_dump()
-        name = context["subtask"]["name"]
-        if decomposition["subtask"] != name:  # the subtask is the node's fact, not the model's choice
-            decomposition["subtask"] = name
-        return {"decomposition": decomposition, "inner_iter": 0, "route": "fast",
-                "events": [{"type": "decompose", "subtask": name, "outer_iter": state.get("outer_iter", 0),
-                            "sub_actions": [f"{a['name']}:{a['kind']}" for a in decomposition["sub_actions"]],
-                            "reason": decomposition["reason"]}]}
+def enforce_move(decomposition: dict, forced: str | None) -> tuple[dict, bool]:
+    """The decomposition with a learned sub-action when the graph moved `forced` to RL (its code
+    revisions ran out): the model's answer stands if it already learns something, else a policy is
+    appended whose action head holds every coded sub-action (their code is kept). Returns (it, changed)."""
+    subs = decomposition["sub_actions"]
+    if not forced or any(a["kind"] == "rl" for a in subs):
+        return decomposition, False
+    coded = [a["name"] for a in subs if a["kind"] == "code"]
+    why = f"[graph] the code of '{forced}' ran out of revisions: learn when to call it"
+    policy = SubAction(name=f"{decomposition['subtask']}_policy"[:48], kind="rl", coded_actions=coded[:12],
+                       reason=why).model_dump()
+    return {**decomposition, "sub_actions": [*subs, policy]}, True
 
-    return slow
+
+def slow(state: RLGPTState, runtime: Runtime[RunContext]) -> Command[Literal["attempt", "planner", "executor"]]:
+    settings, model = context_of(runtime).settings, context_of(runtime).model
+    stop = limit_reached(state, settings, model)
+    if stop:
+        return Command(goto="executor", update={"route": "executor", "stop_reason": stop,
+                                                 "events": [{"type": "stop", "reason": stop}]})
+    context = slow_context(state, settings)
+    name = context["subtask"]["name"]
+    try:
+        answer: Decomposition = model.structured("slow", messages_for("slow", context), Decomposition, context)
+    except ModelOutputError as exc:
+        previous = state.get("decomposition")
+        if previous is None:  # nothing to fall back on: the subtask fails and the planner re-plans
+            failed = {"subtask": name, "best_rate": float(((state.get("best") or {}).get(name) or {}).get(
+                "success_rate", 0.0)), "feedback": f"no valid decomposition: {exc.last_error[:300]}"}
+            return Command(goto="planner", update={"failed": failed, "route": "planner",
+                                                    "events": [{"type": "subtask_failed", **failed}]})
+        answer = Decomposition.model_validate({**previous, "reason": "(kept: no valid answer from the model)"})
+    decomposition = answer.model_dump()
+    decomposition["subtask"] = name  # the subtask is the node's fact, not the model's choice
+    decomposition, forced = enforce_move(decomposition, state.get("forced_rl"))
+    return Command(goto="attempt", update={
+        "decomposition": decomposition, "inner_iter": 0, "route": "attempt",
+        "events": [{"type": "decompose", "subtask": name, "outer_iter": state.get("outer_iter", 0),
+                    "sub_actions": [f"{a['name']}:{a['kind']}" for a in decomposition["sub_actions"]],
+                    "reason": decomposition["reason"], "forced_rl": forced}]})

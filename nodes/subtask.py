@@ -4,40 +4,38 @@ done or a limit is hit, to the executor. No model call."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Literal
 
-from langchain_core.messages import RemoveMessage
-from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.runtime import Runtime
+from langgraph.types import Command
 
+from nodes.context import RunContext, context_of
 from nodes.limits import limit_reached
-from nodes.settings import RunSettings
 from nodes.skills_io import reuse_skill
+from nodes.state import RLGPTState
 
 
-def make_subtask(settings: RunSettings, model: Any):
-    def subtask(state: dict) -> dict:
-        index = int(state.get("subtask_index", 0))
-        plan = state.get("plan", [])
-        skills = dict(state.get("skills") or {})
-        events = []
-        while index < len(plan):  # skip what the library already solves
-            name = plan[index]["name"]
-            record = skills.get(name) if skills.get(name, {}).get("passing") else reuse_skill(settings, name)
-            if record is None:
-                break
-            skills[name] = record
-            events.append({"type": "reuse", "subtask": name, "kind": record["kind"],
-                           "success_rate": record["success_rate"]})
-            index += 1
-        update = {"subtask_index": index, "skills": skills, "events": events, "decomposition": None,
-                  "feedback": None, "inner_iter": 0, "outer_iter": 0,
-                  "messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES)]}
-        if index >= len(plan):
-            return {**update, "route": "executor"}
-        stop = limit_reached(state, settings, model)
-        if stop:
-            return {**update, "route": "executor", "stop_reason": stop, "events": events + [{"type": "stop",
-                                                                                               "reason": stop}]}
-        return {**update, "route": "slow"}
-
-    return subtask
+def subtask(state: RLGPTState, runtime: Runtime[RunContext]) -> Command[Literal["slow", "executor"]]:
+    settings, model = context_of(runtime).settings, context_of(runtime).model
+    index = int(state.get("subtask_index", 0))
+    plan = state.get("plan", [])
+    skills = dict(state.get("skills") or {})
+    events = []
+    while index < len(plan):  # skip what the library already solves
+        name = plan[index]["name"]
+        record = skills.get(name) if skills.get(name, {}).get("passing") else reuse_skill(settings, name)
+        if record is None:
+            break
+        skills[name] = record
+        events.append({"type": "reuse", "subtask": name, "kind": record["kind"],
+                       "success_rate": record["success_rate"]})
+        index += 1
+    update = {"subtask_index": index, "skills": skills, "events": events, "decomposition": None,
+              "feedback": None, "forced_rl": None, "inner_iter": 0, "outer_iter": 0}
+    if index >= len(plan):
+        return Command(goto="executor", update={**update, "route": "executor"})
+    stop = limit_reached(state, settings, model)
+    if stop:
+        return Command(goto="executor", update={**update, "route": "executor", "stop_reason": stop,
+                                                 "events": events + [{"type": "stop", "reason": stop}]})
+    return Command(goto="slow", update={**update, "route": "slow"})

@@ -40,6 +40,31 @@ def combined_source(names: list[str] | tuple[str, ...] | None = None) -> str:
     return "\n\n".join(sources[n].rstrip() for n in names) + "\n"
 
 
+# What a model sees after the example of its own kind: how coded actions call one another, then how
+# a long program survives; a sub-action of no known kind starts from the simplest complete example.
+_COMPOSITION = "obtain_wood_pickaxe"
+_SURVIVAL = "stay_alive"
+_GENERIC = "collect_wood"
+
+
+def examples_for(template: str | None, limit_chars: int = 3000, limit: int = 3) -> dict[str, str]:
+    """Name -> source of the few-shot examples worth showing for a sub-action of this template kind.
+
+    The example of the kind comes first and is always given (a kind with none, e.g. 'custom', gets
+    collect_wood); then the chain example (coded actions calling each other with `yield from`) and
+    stay_alive, each only while the sources stay within `limit_chars` and `limit` examples.
+    """
+    sources = example_sources()
+    first = _TEMPLATES[template][0] if template in _TEMPLATES else _GENERIC
+    chosen = {first: sources[first]}
+    for name in (_COMPOSITION, _SURVIVAL):
+        if len(chosen) >= limit or name in chosen:
+            continue
+        if sum(map(len, chosen.values())) + len(sources[name]) <= limit_chars:
+            chosen[name] = sources[name]
+    return chosen
+
+
 def action_name(kind: str, **params: str) -> str:
     """The function name `fill` gives a coded action of this kind."""
     if kind == "collect":

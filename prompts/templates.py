@@ -1,148 +1,323 @@
 """What a language model sees, per role: a system prompt and the facts of the moment.
 
-Each node builds a `context` dict of facts (the rule-based expert reasons on it directly) and
-calls `messages_for(role, context)`, which renders the very same facts as text for an LLM. The
-fast agent also sees the few-shot coded actions from `prompts.fewshot.example_sources()`.
+Each node builds a `context` dict of facts (the rule-based expert reasons on it directly) and calls
+`messages_for(role, context)`. The system prompt is the role's text, prompts/<role>.md, filled with the
+generated references (rule sheet, GameAPI reference); the facts are rendered here, compactly, because
+the fast agent's whole prompt must fit a small model's window (8k tokens, the answer included). Keys
+a role does not render are ignored and optional keys may be absent; long texts (test reports, code)
+are clipped to a fixed share of the window. The keys each role renders are listed on its renderer.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
+from prompts.api_reference import api_reference, api_summary
+from prompts.loader import render
+from prompts.rules import achievements, game_facts, recipes, rule_sheet
+
 ROLES = ("planner", "slow", "fast", "critic")
 
-GAME_RULES = """\
-The game is Crafter, a 2D Minecraft-like world. The player sees a 9x7 tile view around itself, its
-inventory and status bars (health, food, drink, energy). 17 primitive actions: noop, move_left,
-move_right, move_up, move_down, do (interact with the faced tile: collect, attack, eat, drink),
-sleep, place_stone, place_table, place_furnace, place_plant, make_wood_pickaxe, make_stone_pickaxe,
-make_iron_pickaxe, make_wood_sword, make_stone_sword, make_iron_sword.
-Every environment step counts toward the sample budget, code tests and training alike."""
-
-SYSTEM = {
-    "planner": GAME_RULES + """
-
-You are the task planner of RL-GPT. Split the task into subtasks along Crafter's tech tree, the
-prerequisites first and the task itself last. Each subtask is a Crafter achievement name (such as
-collect_wood, place_table, make_wood_pickaxe) with a success condition. When a subtask failed,
-re-plan the remaining work: answer the subtasks from the failed one on. Starting with the failed
-subtask keeps its best attempt when it ever succeeded (else retries it); another first subtask
-changes the route; an empty list gives up.""",
-    "slow": GAME_RULES + """
-
-You are the slow agent of RL-GPT. Decompose one subtask into sub-actions and decide for each one
-whether it is better coded (deterministic, written as a program over the game API) or learned with
-RL (needs adaptation: search, navigation, combat, timing). A learned sub-action lists the coded
-sub-actions that are appended to its policy's action head (the policy learns when to call them);
-put it last. When the critic asks to move a sub-action between code and rl, revise the
-decomposition accordingly and say what changed.""",
-    "fast": GAME_RULES + """
-
-You are the fast agent of RL-GPT. Implement the current decomposition by calling tools:
-- all sub-actions coded: write one program and call run_code_in_env once per test seed given below
-  (same code, task and max_steps; the function named `main` runs, so define `main` calling the
-  sub-actions in order with `yield from`);
-- any sub-action learned: call configure_rl with an RL configuration whose coded_actions are the
-  sources of the coded sub-actions (one function per source), then train_ppo with the validated
-  configuration.
-Coded actions are generator functions `def name(game): ... yield "do"` that yield primitive action
-names; they may only use what the player sees (the game API). Fix errors the tools report.""",
-    "critic": GAME_RULES + """
-
-You are the critic of RL-GPT. Judge the measured attempt: 'pass' when its success rate reaches the
-target; 'revise' when the code or configuration should be fixed and tried again (inner loop);
-'move' with move_to when a sub-action should change between code and rl (outer loop): code that
-fails because it cannot adapt (the target is not in view, search, timing) belongs to rl with the
-working code kept as coded actions; 'fail' when nothing left to try is likely to help. Base the
-verdict on the numbers, and say concretely what to change. A code test that replays earlier skills
-first reports `started` (runs that reached the judged sub-action) and `success_given_start` (its
-success over those runs): judge the code itself on that rate, and compare code with RL on
-success_rate, which both measure from a fresh world.""",
-}
+# Character caps of the long texts, sized so that the fast prompt at depth stays near 20k characters.
+REPORT_CHARS = 2600
+CODE_CHARS = 1800
+FEEDBACK_CHARS = 600  # what a Critique's feedback holds
+RESULT_CHARS = 1500
+CONFIG_CHARS = 600  # a validated RL configuration: the model only has to see that it passed
+DOC_CHARS = 100
+LIBRARY_LINES = 12  # coded actions listed with signature and doc; the rest by name only
 
 
-def _block(title: str, value: Any) -> str:
-    if value is None or value == [] or value == {}:
+class ContextError(ValueError):
+    """A context lacks a key its role cannot do without."""
+
+
+def _require(role: str, c: Mapping[str, Any], *keys: str) -> None:
+    missing = [k for k in keys if c.get(k) is None]
+    if missing:
+        raise ContextError(f"the {role} prompt needs context keys: {', '.join(missing)}")
+
+
+def clip(text: str, limit: int) -> str:
+    """`text` cut to about `limit` characters: its start and its end, which hold the error and the outcome."""
+    if len(text) <= limit:
+        return text
+    head = limit // 3
+    tail = limit - head
+    return f"{text[:head]}\n[... {len(text) - limit} characters cut ...]\n{text[-tail:]}"
+
+
+def _compact(value: Any) -> str:
+    """One line: a string as is, anything else as compact JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(", ", ": "), default=str)
+
+
+def _section(title: str, body: Any) -> str:
+    """A titled block; nothing when the body is empty. Mappings read as 'key value; ...'."""
+    if body is None or body == "" or body == [] or body == {}:
         return ""
-    if isinstance(value, list) and all(isinstance(v, (int, float, str)) for v in value):
-        value = json.dumps(value)  # short lists of scalars on one line
-    if not isinstance(value, str):
-        value = json.dumps(value, indent=1, sort_keys=True, default=str)
-    return f"## {title}\n{value}\n"
+    if isinstance(body, Mapping):
+        body = _pairs(body)
+    return f"## {title}\n{body if isinstance(body, str) else _compact(body)}\n"
 
+
+def _flat(value: Any) -> str:
+    return "/".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+
+
+def _pairs(value: Mapping[str, Any]) -> str:
+    """'key value; key value' of the non-empty entries, nested mappings and lists flattened."""
+    parts = []
+    for key, item in value.items():
+        if item is None or item == [] or item == {}:
+            continue
+        if isinstance(item, Mapping):
+            text = ", ".join(f"{k} {_flat(v)}" for k, v in item.items() if v not in (None, [], {}))
+        elif isinstance(item, (list, tuple)):
+            text = ", ".join(map(str, item))
+        else:
+            text = str(item)
+        if text:
+            parts.append(f"{key} {text}")
+    return "; ".join(parts)
+
+
+def _subtask_line(subtask: Any, description: str | None = None) -> str:
+    if isinstance(subtask, Mapping):
+        line = f"{subtask.get('name')}: {subtask.get('goal', '')}"
+        if subtask.get("success_condition"):
+            line += f" (success: {subtask['success_condition']})"
+    else:
+        line = str(subtask)
+    if description:
+        line += f"\nTask description: {description}"
+    return line
+
+
+def _sub_action_line(a: Mapping[str, Any]) -> str:
+    extra = _pairs({"template": a.get("template") if a.get("template") != "custom" else None,
+                    "target": a.get("target"), "item": a.get("item"), "calls": a.get("coded_actions")})
+    return f"- {a.get('name')} ({a.get('kind')}): {a.get('reason', '')}" + (f" [{extra}]" if extra else "")
+
+
+def _decomposition(d: Mapping[str, Any] | None, current: str | None = None) -> str:
+    if not d:
+        return ""
+    lines = []
+    for a in d.get("sub_actions", []):
+        line = _sub_action_line(a)
+        lines.append(line + "  <- this one now" if a.get("name") == current else line)
+    if d.get("reason"):
+        lines.append(f"Reason: {d['reason']}")
+    return "\n".join(lines)
+
+
+# -- planner ----------------------------------------------------------------------------------------
 
 def _render_planner(c: Mapping[str, Any]) -> str:
-    parts = [
-        _block("Task", f"{c['task']}: {c.get('task_description', '')}"),
-        _block("Recipes (Crafter data: what each achievement needs)", c.get("recipes")),
-        _block("Known tech-tree chain for this task", c.get("prerequisites")),
-        _block("Failure to re-plan around", c.get("failed")),
-        _block("Remaining plan before the failure", c.get("remaining")),
-    ]
-    return "".join(parts) + "Answer with the plan."
+    """Keys: task, task_description, recipes, failed, remaining. The tech-tree chain (`prerequisites`)
+    is never rendered: the planner works it out from the recipes. Recipes are listed by name, so their
+    order cannot hand it the chain either."""
+    _require("planner", c, "task")
+    facts = sorted(c.get("recipes") or [], key=lambda r: str(r.get("achievement", r)))
+    recipe_lines = "\n".join(
+        f"- {r.get('achievement')}: {_pairs({k: v for k, v in r.items() if k != 'achievement'}) or 'no recipe'}"
+        for r in facts)
+    remaining = c.get("remaining") or []
+    return "".join([
+        _section("Task", f"{c['task']}: {c.get('task_description', '')}"),
+        _section("What achievements need (recipe facts, by name)", recipe_lines),
+        _section("Failed subtask to re-plan around", c.get("failed")),
+        _section("Plan remaining before the failure", "\n".join(_subtask_line(s) for s in remaining)),
+    ]) + "Answer with the Plan."
 
+
+def _planner_system(c: Mapping[str, Any]) -> str:
+    return render("planner", achievements=achievements(), rule_sheet=rule_sheet())
+
+
+# -- slow -------------------------------------------------------------------------------------------
 
 def _render_slow(c: Mapping[str, Any]) -> str:
-    parts = [
-        _block("Subtask", c.get("subtask")),
-        _block("Recipe facts for this subtask", c.get("recipe")),
-        _block("Few-shot template that fits (kind, target, item)", c.get("template")),
-        _block("Skills already solved earlier in the plan", c.get("prior_skills")),
-        _block("Current decomposition", c.get("previous")),
-        _block("Latest critique", c.get("critique")),
-        _block("Best measured attempts so far", c.get("best")),
-        _block("Outer iteration", f"{c.get('outer_iter', 0)} of {c.get('max_outer_iters', '?')}"),
-    ]
-    return "".join(parts) + "Answer with the decomposition."
+    """Keys: subtask, task_description, recipe, template, prior_skills, previous, critique, best,
+    forced_rl, outer_iter, max_outer_iters."""
+    _require("slow", c, "subtask")
+    skills = "\n".join(f"- {s.get('subtask')} ({s.get('kind')}, success {s.get('success_rate')})"
+                       for s in c.get("prior_skills") or [])
+    forced = c.get("forced_rl")
+    return "".join([
+        _section("Subtask", _subtask_line(c["subtask"], c.get("task_description"))),
+        _section("Recipe facts", c.get("recipe")),
+        _section("Few-shot template that fits", c.get("template")),
+        _section("Skills solved earlier (coded actions you may list)", skills),
+        _section("Current decomposition", _decomposition(c.get("previous"))),
+        _section("Latest critique", c.get("critique")),
+        _section("Best measured attempt so far", c.get("best")),
+        _section("Moved to rl by the graph", forced and (
+            f"The code revisions of `{forced}` ran out, so the graph has moved it to rl: mark `{forced}` "
+            "kind 'rl' in your answer.")),
+        f"Outer iteration {c.get('outer_iter', 0)} of {c.get('max_outer_iters', '?')}.\n",
+    ]) + "Answer with the Decomposition."
+
+
+def _slow_system(c: Mapping[str, Any]) -> str:
+    return render("slow", recipes=recipes(), game_facts=game_facts(), api_summary=api_summary())
+
+
+# -- fast -------------------------------------------------------------------------------------------
+
+def _library(entries: list[Mapping[str, Any]]) -> str:
+    lines = []
+    for e in entries[:LIBRARY_LINES]:
+        rate = e.get("success_rate")
+        tag = f"{e.get('kind', 'code')}" + (f", success {rate:.2f}" if isinstance(rate, (int, float)) else "")
+        doc = " ".join(str(e.get("doc") or "").split())
+        doc = doc if len(doc) <= DOC_CHARS else doc[:DOC_CHARS - 3] + "..."
+        lines.append(f"- {e.get('signature') or e.get('name')} [{tag}]" + (f": {doc}" if doc else ""))
+    rest = [str(e.get("name")) for e in entries[LIBRARY_LINES:]]
+    if rest:
+        lines.append(f"- also loaded: {', '.join(rest)}")
+    return "\n".join(lines)
+
+
+def _examples(examples: Mapping[str, str]) -> str:
+    return "\n".join(f"### {name}\n```python\n{src.rstrip()}\n```" for name, src in examples.items())
+
+
+def _last_attempt(last: Mapping[str, Any] | None, mode: str) -> tuple[str, str]:
+    if not last or not (last.get("code") or last.get("report")):
+        return "", ""
+    title = f"Your last {'code' if mode == 'code' else 'training'}"
+    body = ""
+    if last.get("code"):
+        body += f"```python\n{clip(str(last['code']).rstrip(), CODE_CHARS)}\n```\n"
+    if last.get("report"):
+        title += " and what happened"
+        fix = "the code" if mode == "code" else "the configuration"
+        body += (f"Report:\n{clip(str(last['report']).rstrip(), REPORT_CHARS)}\n"
+                 f"Find the cause of the failure in the report and fix it in {fix}.")
+    if last.get("revision") is not None:
+        title += f" (revision {last['revision']} of {last.get('max_revisions', '?')})"
+    return title, body
+
+
+def _limits(limits: Mapping[str, Any] | None, mode: str) -> str:
+    if not limits:
+        return ""
+    seeds, steps = limits.get("test_seeds"), limits.get("max_steps_per_test")
+    lines = []
+    if mode == "code" and seeds is not None and steps is not None:
+        lines.append(f"One test round plays {seeds} episodes of up to {steps} steps each: it costs up to "
+                     f"{int(seeds) * int(steps)} steps.")
+    if limits.get("budget_left") is not None:
+        lines.append(f"Environment steps left in the budget: {limits['budget_left']}.")
+    rest = {k: v for k, v in limits.items() if k not in ("test_seeds", "max_steps_per_test", "budget_left")}
+    if rest:
+        lines.append(_pairs(rest))
+    return "\n".join(lines)
+
+
+def _mode(c: Mapping[str, Any]) -> str:
+    mode = c.get("mode") or (c.get("sub_action") or {}).get("kind")
+    if mode not in ("code", "rl"):
+        raise ContextError(f"the fast prompt's mode must be 'code' or 'rl', got {mode!r}")
+    return str(mode)
 
 
 def _render_fast(c: Mapping[str, Any]) -> str:
-    from prompts.fewshot import example_sources
-
-    examples = "\n".join(f"### {name}.py\n```python\n{src.rstrip()}\n```" for name, src in example_sources().items())
+    """Keys: subtask, task_description, mode, sub_action, decomposition, library, examples (code mode),
+    last_attempt, feedback, limits, rl / configured / configure_error (rl mode)."""
+    _require("fast", c, "subtask", "sub_action")
+    mode, action = _mode(c), c["sub_action"]
+    name = action.get("name")
+    template = action.get("template") if action.get("template") != "custom" else None
+    todo = _pairs({"template": template, "target": action.get("target"),
+                   "item": action.get("item"), "coded actions": action.get("coded_actions")})
+    job = (f"Write the coded action `{name}`." if mode == "code" else f"Train the learned sub-action `{name}`.")
+    job += f" Why it is {mode}: {action.get('reason', '-')}" + (f"\nSlow agent's hints: {todo}" if todo else "")
+    attempt_title, attempt = _last_attempt(c.get("last_attempt"), mode)
     parts = [
-        _block("Subtask (test task name)", c.get("subtask")),
-        _block("Decomposition to implement", c.get("decomposition")),
-        _block("Sources of skills solved earlier (reuse them)", c.get("prior_sources")),
-        _block("Latest code of each sub-action", c.get("versions")),
-        _block("Critic feedback on the last attempt", c.get("feedback")),
-        _block("Test seeds (one run_code_in_env call each)", c.get("test_seeds")),
-        _block("Limits", {"max_steps per code test": c.get("test_max_steps"),
-                          "total_steps for one training": c.get("train_steps"),
-                          "environment steps left in the budget": c.get("budget_left"),
-                          "subtasks left, this one included (leave them a share)": c.get("subtasks_left"),
-                          "run_dir for train_ppo": c.get("run_dir"),
-                          "ppo defaults": c.get("ppo_defaults")}),
-        _block("Validated RL configuration (call train_ppo with it)", c.get("configured")),
-        _block("Configuration error to fix", c.get("configure_error")),
-        _block("Few-shot coded actions", examples),
+        _section("Subtask", _subtask_line(c["subtask"], c.get("task_description"))),
+        _section("Decomposition (the slow agent's plan for it)", _decomposition(c.get("decomposition"), name)),
+        _section("Your job now", job),
+        _section("Library: coded actions already written" + (
+            " (call with `yield from name(game)`)" if mode == "code" else ""), _library(list(c.get("library") or []))),
     ]
-    return "".join(parts) + "Call the tools now."
+    if mode == "code":
+        parts.append(_section("Few-shot examples", _examples(c.get("examples") or {})))
+    else:
+        rl = dict(c.get("rl") or {})
+        bounds = _pairs({"default": rl.pop("train_steps", None), "min": rl.pop("min_train_steps", None),
+                         "max": rl.pop("max_train_steps", None)})
+        parts += [
+            _section("Coded actions available for the action head", ", ".join(rl.pop("coded_actions", None) or [])),
+            _section("total_steps bounds", bounds),
+            _section("About the training", _pairs(rl)),
+            _section("Validated configuration: answer TrainPolicy now",
+                     c.get("configured") and clip(_pairs(c["configured"]), CONFIG_CHARS)),
+            _section("Configuration error to fix", c.get("configure_error")),
+        ]
+    parts += [
+        _section(attempt_title, attempt),
+        _section("Critic feedback", clip(str(c["feedback"]), FEEDBACK_CHARS) if c.get("feedback") else None),
+        _section("Limits", _limits(c.get("limits"), mode)),
+    ]
+    answer = "WriteCode" if mode == "code" else (
+        "TrainPolicy" if c.get("configured") and not c.get("configure_error") else "ConfigureRL")
+    return "".join(parts) + f"Answer with {answer} now."
 
+
+def _fast_system(c: Mapping[str, Any]) -> str:
+    if _mode(c) == "code":
+        rules = render("fast_code", api_reference=api_reference())
+    else:
+        rules = render("fast_rl")
+    return render("fast", mode_rules=rules.rstrip(), rule_sheet=rule_sheet())
+
+
+# -- critic -----------------------------------------------------------------------------------------
 
 def _render_critic(c: Mapping[str, Any]) -> str:
-    parts = [
-        _block("Subtask", c.get("subtask")),
-        _block("Sub-action judged", c.get("sub_action")),
-        _block("Measured attempt", c.get("result")),
-        _block("Target success rate", c.get("target")),
-        _block("Best rates so far by kind", c.get("best_by_kind")),
-        _block("Loops", {"inner": f"{c.get('inner_iter')} of {c.get('max_inner_iters')}",
-                         "outer": f"{c.get('outer_iter')} of {c.get('max_outer_iters')}",
-                         "budget_left": c.get("budget_left")}),
-    ]
-    return "".join(parts) + "Answer with the critique."
+    """Keys: subtask, sub_action, result, code, report, fast_error, target, best_by_kind, loops, budget_left."""
+    _require("critic", c, "subtask", "sub_action")
+    action, code, report = c["sub_action"], c.get("code"), c.get("report")
+    facts = [f"Target success rate: {c.get('target')}." if c.get("target") is not None else "",
+             f"Best rates so far by kind: {_pairs(c['best_by_kind'])}." if c.get("best_by_kind") else "",
+             f"Loops: {_pairs(c['loops'])}." if c.get("loops") else "",
+             f"Environment steps left in the budget: {c['budget_left']}." if c.get("budget_left") is not None else ""]
+    return "".join([
+        _section("Subtask", _subtask_line(c["subtask"])),
+        _section("Sub-action judged", f"{action.get('name')} ({action.get('kind')})"),
+        _section("Measured", clip(_pairs(c.get("result") or {}), RESULT_CHARS)),
+        _section("Where it stands", "\n".join(f for f in facts if f)),
+        _section("The judged code", code and f"```python\n{clip(code.rstrip(), CODE_CHARS)}\n```"),
+        _section("The test report the fast agent saw", report and clip(report.rstrip(), REPORT_CHARS)),
+        _section("The fast agent's error (no answer of it could be used)", c.get("fast_error")),
+    ]) + "Answer with the Critique."
 
 
-_RENDER = {"planner": _render_planner, "slow": _render_slow, "fast": _render_fast, "critic": _render_critic}
+def _critic_system(c: Mapping[str, Any]) -> str:
+    return render("critic", game_facts=game_facts())
+
+
+_RENDER: dict[str, tuple[Callable[[Mapping[str, Any]], str], Callable[[Mapping[str, Any]], str]]] = {
+    "planner": (_planner_system, _render_planner),
+    "slow": (_slow_system, _render_slow),
+    "fast": (_fast_system, _render_fast),
+    "critic": (_critic_system, _render_critic),
+}
 
 
 def messages_for(role: str, context: Mapping[str, Any]) -> list[BaseMessage]:
     """System prompt + the rendered facts for one role."""
     if role not in _RENDER:
         raise ValueError(f"unknown role '{role}'; roles: {', '.join(ROLES)}")
-    return [SystemMessage(SYSTEM[role]), HumanMessage(_RENDER[role](context))]
+    system, human = _RENDER[role]
+    facts = human(context)  # first: it names the context keys a role cannot do without
+    return [SystemMessage(system(context)), HumanMessage(facts)]

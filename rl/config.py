@@ -78,7 +78,10 @@ class RLConfig(BaseModel):
     max_episode_steps: int | None = Field(None, ge=10, le=10_000,
                                           description="episode step limit (default: the task's limit)")
     terminate_on_success: bool = Field(True, description="end the episode when the task succeeds")
-    eval_episodes: int = Field(20, ge=0, le=500, description="held-out episodes evaluated after training")
+    eval_episodes: int = Field(
+        20, ge=0, le=500, description="episodes played after training to rate the policy, on validation seeds "
+                                      "(envs.seeds.validation_seeds); the held-out evaluation seeds stay for the "
+                                      "final evaluation")
     ppo: PPOConfig = Field(default_factory=PPOConfig, description="PPO settings")  # type: ignore[valid-type]
 
     @field_validator("task")
@@ -97,6 +100,11 @@ class RLConfig(BaseModel):
     @field_validator("coded_actions")
     @classmethod
     def _check_coded(cls, value: list[str]) -> list[str]:
+        for i, src in enumerate(value):
+            # a model that names coded actions may pass a name through where a source belongs
+            if isinstance(src, str) and src.strip().isidentifier():
+                raise ValueError(f"coded_actions[{i}] is the bare name {src.strip()!r}, not the Python source of a "
+                                 "coded action; give the source (`def name(game): ... yield 'do'`)")
         check_config_sources(value)
         return value
 
@@ -116,7 +124,12 @@ class RLConfig(BaseModel):
     def load_in_sandbox(self) -> None:
         """Run the sources' top level in a sandbox process once: ValueError with the agent's error if it fails
         or defines other actions than its syntax shows."""
-        code = agent_code(self.coded_actions, self.shaping)
+        try:
+            code = agent_code(self.coded_actions, self.shaping)
+        except ValueError as exc:  # name what was loaded: the agent's error quotes a line but not its source
+            parts = [f"coded_actions ({', '.join(self.coded_action_names())})"] if self.coded_actions else []
+            parts += ["shaping"] if self.shaping else []
+            raise ValueError(f"{' and '.join(parts)}: {exc}") from exc
         if code is not None:
             with code:
                 if code.names != self.coded_action_names():
@@ -141,5 +154,5 @@ def config_error_message(exc: Exception) -> str:
                 msg += f"; allowed: {bounds[0]} .. {bounds[1]}"
             if "input" in err and err["type"] not in ("missing", "value_error"):
                 msg += f" (got {err['input']!r})"[:300]
-        lines.append(f"{loc}: {msg}")
+        lines.append(msg if msg.startswith(loc) else f"{loc}: {msg}")  # 'coded_actions[0] ...' names itself
     return "invalid RL configuration:\n" + "\n".join(f"  - {line}" for line in lines)

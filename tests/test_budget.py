@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graph.builder import build_graph, run_config, start_state
+from graph.builder import build_graph, run_config, run_context, start_state
 from nodes.expert import ExpertModel
 from nodes.limits import fit_calls_to_budget
 from nodes.settings import RunSettings
@@ -50,7 +50,8 @@ def test_a_tight_run_never_spends_more_than_its_budget(tmp_path):
     settings = RunSettings(task="collect_stone", budget_steps=budget, train_steps=1_000, eval_episodes=2,
                            test_episodes=8, max_inner_iters=2, max_outer_iters=2, out_dir=tmp_path / "runs",
                            run_id="tight")
-    graph = build_graph(settings, ExpertModel(), checkpointer=InMemorySaver())
-    final = graph.invoke(start_state(settings), config=run_config(settings), durability="sync")
+    graph = build_graph(checkpointer=InMemorySaver())
+    final = graph.invoke(start_state(settings), config=run_config(settings),
+                         context=run_context(settings, ExpertModel()), durability="sync")
     assert 0 < final["env_steps_spent"] <= budget
     assert any(e["type"] == "budget_fit" for e in final["events"])  # the cut was needed and made

@@ -55,7 +55,7 @@ def test_bad_options(tmp_path, capsys, argv, expected):
 
 def test_bad_config_file_names_file_and_field(tmp_path, capsys):
     cfg = tmp_path / "run.toml"
-    cfg.write_text('task = "harvest log"\nmax_inner_iters = 0\nbudget_stepz = 10\n')
+    cfg.write_text('task = "harvest log"\nmax_inner_iters = -1\nbudget_stepz = 10\n')
     assert run.main(["--config", str(cfg), "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert f"config file {cfg}: field 'max_inner_iters'" in err
@@ -126,14 +126,12 @@ def test_unavailable_backend_is_refused_with_what_to_do():
 
 
 def test_vector_mode_option_reaches_the_ppo_defaults_of_the_fast_agent(tmp_path):
-    from nodes.fast import fast_context
+    from nodes.fast import ppo_defaults
 
     settings, _ = run._settings_from_args(run.build_parser().parse_args(
         ["harvest log", "--vector-mode", "actors", "--out", str(tmp_path)]))
     assert settings.vector_mode == "actors"
-    state = {"plan": [{"name": "collect_wood"}], "subtask_index": 0,
-             "decomposition": {"sub_actions": [{"name": "collect_wood", "kind": "rl"}]}}
-    assert fast_context(state, settings)["ppo_defaults"]["vector_mode"] == "actors"
-    assert fast_context(state, RunSettings(out_dir=tmp_path))["ppo_defaults"]["vector_mode"] == "sync"
+    assert ppo_defaults(settings)["vector_mode"] == "actors"  # what every training the fast agent starts uses
+    assert ppo_defaults(RunSettings(out_dir=tmp_path))["vector_mode"] == "sync"
     with pytest.raises(SystemExit):  # argparse refuses an unknown mode with the choices
         run.build_parser().parse_args(["harvest log", "--vector-mode", "threads"])

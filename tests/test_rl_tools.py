@@ -4,6 +4,17 @@ from pathlib import Path
 
 import pytest
 
+from envs.seeds import (
+    EVAL_SEED_BASE,
+    VALIDATION_SEED_BASE,
+    check_training_seed,
+    check_validation_seed,
+    eval_seeds,
+    is_eval_seed,
+    is_validation_seed,
+    train_seeds,
+    validation_seeds,
+)
 from rl.evaluate import wilson_interval
 from tools.rl_tools import configure_rl, configure_rl_tool, train_ppo, train_ppo_tool
 
@@ -38,6 +49,64 @@ def test_configure_rejects_unknown_tasks_and_unsafe_or_broken_code():
     assert not nofn.ok and "def shaping(prev, curr)" in nofn.error
     crafter_only = configure_rl({"task": "collect_wood", "terminate_on_success": False})
     assert not crafter_only.ok and "reward='crafter'" in crafter_only.error
+    named = configure_rl({"task": "collect_wood", "coded_actions": ["collect_wood"]})
+    assert not named.ok and "coded_actions[0] is the bare name 'collect_wood', not the Python source" in named.error
+    broken = configure_rl({"task": "collect_wood", "coded_actions": [
+        (EXAMPLES / "explore.py").read_text(), "x = 1 / 0\ndef chop(game):\n    yield 'do'\n"]})
+    assert not broken.ok and broken.error.startswith("coded_actions (explore, chop): ")
+    assert "line 1 in <module> (`x = 1 / 0`): ZeroDivisionError" in broken.error
+
+
+def test_seed_ranges_are_disjoint_and_checked():
+    assert eval_seeds(2) == [EVAL_SEED_BASE, EVAL_SEED_BASE + 1]
+    assert validation_seeds(2, offset=5) == [VALIDATION_SEED_BASE + 5, VALIDATION_SEED_BASE + 6]
+    ranges = [train_seeds(3, offset=999_997), eval_seeds(3, offset=999_997), validation_seeds(3, offset=999_997)]
+    assert max(ranges[0]) < min(ranges[1]) and max(ranges[1]) < min(ranges[2])
+    assert all(is_eval_seed(s) and not is_validation_seed(s) for s in ranges[1])
+    assert all(is_validation_seed(s) and not is_eval_seed(s) for s in ranges[2])
+    for make in (train_seeds, eval_seeds, validation_seeds):
+        with pytest.raises(ValueError, match="must lie in"):
+            make(3, offset=999_998)  # would cross into the next range
+    with pytest.raises(ValueError, match="held-out evaluation seed"):
+        check_training_seed(EVAL_SEED_BASE)
+    with pytest.raises(ValueError, match="is a validation seed"):
+        check_training_seed(VALIDATION_SEED_BASE)
+    with pytest.raises(ValueError, match="above the training range"):
+        check_training_seed(VALIDATION_SEED_BASE + 1_000_000)
+    for seed in (0, 999_999, EVAL_SEED_BASE + 3, VALIDATION_SEED_BASE - 1, VALIDATION_SEED_BASE + 1_000_000):
+        with pytest.raises(ValueError, match="is not a validation seed"):
+            check_validation_seed(seed)
+    assert check_training_seed(999_999) == 999_999
+    assert check_validation_seed(VALIDATION_SEED_BASE) == VALIDATION_SEED_BASE
+
+
+@pytest.mark.slow
+def test_train_ppo_evaluates_on_validation_seeds_from_the_config_configure_rl_returned(tmp_path, monkeypatch):
+    from envs.crafter_env import TaskEnv
+
+    played: list[int] = []
+    reset = TaskEnv.reset
+
+    def recording_reset(self, *, seed=None, options=None):
+        played.append(seed)
+        return reset(self, seed=seed, options=options)
+
+    monkeypatch.setattr(TaskEnv, "reset", recording_reset)
+    configured = configure_rl_tool.invoke({"type": "tool_call", "id": "1", "name": "configure_rl", "args": {
+        "rl_config": {"task": "collect_wood", "eval_episodes": 3, "max_episode_steps": 250,
+                      "ppo": {"total_steps": 1000, "num_envs": 1, "num_steps": 64, "vector_mode": "sync",
+                              "progress": "none", "device": "cpu"}}}})
+    config = json.loads(configured.content)["config"]  # what the model reads back, passed on unchanged
+    trained = train_ppo_tool.invoke({"type": "tool_call", "id": "2", "name": "train_ppo",
+                                     "args": {"rl_config": config, "run_dir": str(tmp_path / "run")}})
+    report = trained.artifact
+    assert report.ok, report.error
+    assert [s for s in played if s is not None and s >= EVAL_SEED_BASE] == validation_seeds(3)
+    assert all(s is None or s < EVAL_SEED_BASE for s in played[:-3])  # the training worlds
+    assert report.eval_seeds == (VALIDATION_SEED_BASE, VALIDATION_SEED_BASE + 2)
+    assert "validation seeds 2000000..2000002" in report.rate_sources["final_success_rate"]
+    assert "training" in report.rate_sources["final_train_success_rate"]
+    assert json.loads(trained.content)["eval_seeds"] == [VALIDATION_SEED_BASE, VALIDATION_SEED_BASE + 2]
 
 
 def test_tool_wrapper_returns_json_content_and_the_report_artifact():
@@ -67,7 +136,8 @@ def test_train_ppo_with_coded_actions_and_shaping_then_run_as_skill(tmp_path):
     lo, hi = report.success_ci
     assert lo <= report.final_success_rate <= hi
     assert Path(report.learning_curve_png).exists() and Path(report.metrics_csv).exists()
-    assert json.loads((tmp_path / "run" / "evaluation.json").read_text())["seeds"][0] == 1_000_000
+    evaluation = json.loads((tmp_path / "run" / "evaluation.json").read_text())
+    assert evaluation["seeds"][0] == VALIDATION_SEED_BASE and evaluation["seed_range"] == "validation"
 
     # the saved policy runs as a skill, also in an episode that is already under way
     skill = PolicySkill(report.policy_path, seed=1)

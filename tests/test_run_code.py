@@ -7,8 +7,9 @@ import os
 
 import pytest
 
-from envs.seeds import EVAL_SEED_BASE
-from tools.run_code import CodeRunReport, run_code, run_code_in_env
+from envs.seeds import EVAL_SEED_BASE, VALIDATION_SEED_BASE
+from tools.run_code import CodeRunReport, run_code, run_code_in_env, summarise_reports_for_agent
+from tools.trace import TraceBuilder
 
 CHOP_WOOD = '''
 def main(game):
@@ -113,9 +114,11 @@ def test_memory_bomb_hits_the_memory_limit_and_caller_goes_on():
 def test_runtime_error_names_the_line_in_the_agent_code():
     code = "def main(game):\n    yield 'noop'\n    x = {}['missing']\n"
     report = run_code(code, **FAST)
-    assert not report.ok and report.failure_kind == "runtime"
+    assert not report.ok and report.failure_kind == "runtime" and report.ended == "error"
     assert "line 3" in report.error and "KeyError" in report.error
-    assert report.steps == 1
+    assert report.steps == 1 and report.death_cause is None
+    text = report.to_text()
+    assert "ended: error (runtime) after 1 steps" in text and "line 3" in text and "last view:\n@ you" in text
 
 
 def test_invalid_yielded_action_is_an_error():
@@ -138,8 +141,100 @@ def test_step_budget_is_respected():
     assert report.ok and report.steps == 7
 
 
+IDLE = "def main(game):\n    while True:\n        yield 'noop'\n"
+
+# Explores until it has seen lava, walks next to it and steps in: on seed 1 it finds lava in ~50 steps.
+INTO_LAVA = '''
+def main(game):
+    while game.nearest("lava") is None:
+        yield from game.explore(10)
+    lava = game.nearest("lava")
+    for move in game.path_to(lava, adjacent=True) or []:
+        yield move
+    x, y = game.pos
+    step = {(1, 0): "move_right", (-1, 0): "move_left", (0, 1): "move_down", (0, -1): "move_up"}
+    yield step.get((lava[0] - x, lava[1] - y), "noop")
+    yield "noop"
+'''
+
+
+def test_how_the_episode_ended_is_reported():
+    idle = run_code(IDLE, seed=3, max_steps=60, **FAST)  # zombies come later (test_a_zombie_death...)
+    assert idle.ok and idle.ended == "out_of_steps" and idle.steps == 60 and idle.death_cause is None
+    assert idle.achievements_before == [] and idle.inventory_after["health"] > 0
+    assert idle.last_view.startswith("@ you, on grass") and "daylight" in idle.last_view
+    assert len(idle.last_view) <= 600 and "ended: out of steps after 60 steps" in idle.to_text()
+
+    returned = run_code("def main(game):\n    yield 'noop'\n", max_steps=60, **FAST)
+    assert returned.ok and returned.ended == "action_returned"
+
+    code = ("@coded_action(precondition=lambda game: game.has('diamond'))\n"
+            "def mine(game):\n    yield 'do'\n")
+    nothing = run_code(code, **FAST)
+    assert nothing.ended == "precondition" and nothing.steps == 0 and nothing.last_view
+
+    wood = run_code(CHOP_WOOD, seed=0, max_steps=200, wall_time_s=20)
+    assert wood.ended == "success" and "ended: success at step" in wood.to_text()
+
+
+def test_a_death_in_lava_is_reported_with_its_cause_at_the_end_of_the_trace():
+    report = run_code(INTO_LAVA, seed=1, max_steps=1000, wall_time_s=20)
+    assert report.ok and report.ended == "died" and report.death_cause == "lava"
+    assert "health 0" in report.death_detail and "lava -9" in report.death_detail
+    last_lines = report.trace.splitlines()[-2:]
+    assert "health -9 (lava)" in last_lines[0] and "the player died (lava)" in last_lines[1]
+    assert "on lava" in report.last_view
+    text = report.to_text()
+    assert f"died at step {report.steps} (lava)" in text and "death: lava;" in text
+
+
+def test_a_zombie_death_is_reported_and_kept_in_a_shortened_trace():
+    # standing still on seed 2: zombies come at dusk and kill the player in about 150 steps
+    report = run_code(IDLE, seed=2, max_steps=2000, wall_time_s=20)
+    assert report.ended == "died" and report.death_cause == "zombie" and report.steps < 400
+    assert "(zombie)" in report.trace.splitlines()[-2] and "died (zombie)" in report.trace.splitlines()[-1]
+    assert "Z zombie" in report.last_view and "zombie 1 " in report.last_view
+
+
+def test_trace_drops_the_middle_and_keeps_the_end():
+    trace = TraceBuilder(max_chars=1000)
+    for t in range(1, 3001):
+        trace.step(t, "do", ["wood +1"] if t % 2 else [])
+    trace.note("step 3000: the player died (zombie)")
+    text = trace.render()
+    assert len(text) <= 1000
+    assert text.startswith("step 1: do -> wood +1") and text.endswith("the player died (zombie)")
+    assert "dropped from the middle" in text and "step 2999: do -> wood +1" in text
+    head, tail = text.split("dropped from the middle")
+    assert len(tail) > 2 * len(head)  # the end gets the larger share
+
+
+def test_summary_for_the_agent_keeps_the_error_line_and_stays_under_the_cap():
+    error = run_code("def main(game):\n    yield 'noop'\n    x = {}['missing']\n", seed=4, **FAST)
+    idle = run_code(IDLE, seed=3, max_steps=60, **FAST)
+    reports = [idle, error.model_dump(mode="json")] + [idle.model_dump(mode="json")] * 8  # dicts as from a checkpoint
+    text = summarise_reports_for_agent(reports, max_chars=1500)
+    assert len(text) <= 1500
+    first = text.splitlines()[0]
+    assert first.startswith("code tests on 10 seeds:") and "1 error" in first
+    assert "seed 4: error (runtime) after 1 steps; line 3 in main" in text
+    detail = text[text.index("--- detail of seed 4"):]
+    assert "error: line 3 in main (`x = {}['missing']`): KeyError" in detail and "last view:" in detail
+    assert len(summarise_reports_for_agent(reports, max_chars=300)) <= 300
+
+    died = run_code(INTO_LAVA, seed=1, max_steps=1000, wall_time_s=20)
+    text = summarise_reports_for_agent([idle, died])
+    assert "--- detail of seed 1 (died at step" in text and "the player died (lava)" in text
+    assert summarise_reports_for_agent([]) == "no code tests ran"
+    with pytest.raises(TypeError, match=r"reports\[0\]"):
+        summarise_reports_for_agent(["ok"])
+    with pytest.raises(ValueError, match="max_chars"):
+        summarise_reports_for_agent([idle], max_chars=10)
+
+
 @pytest.mark.parametrize("kwargs, needle", [
     (dict(seed=EVAL_SEED_BASE), "held-out evaluation seed"),
+    (dict(seed=VALIDATION_SEED_BASE + 3), "validation seed"),
     (dict(seed=-1), "seed must be >= 0"),
     (dict(task="collect wod"), "unknown task"),
     (dict(max_steps=0), "max_steps must be an integer from 1"),

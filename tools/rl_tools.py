@@ -2,7 +2,12 @@
 
 Each tool answers with a short JSON text for the model (``content``) and the full pydantic report
 (``artifact``) for the graph. Bad input never raises out of a tool: it comes back as ``ok: false``
-with a message naming the field and what is allowed.
+with a message naming the field and what is allowed. The config ``configure_rl`` returns is accepted
+as is by ``train_ppo``.
+
+The success rate train_ppo measures after training is played on validation seeds
+(envs.seeds.validation_seeds), never on the held-out evaluation seeds, which stay for the final
+evaluation of the finished chain; ``rate_sources`` in the report says where each rate comes from.
 """
 from __future__ import annotations
 
@@ -37,14 +42,19 @@ class TrainReport(BaseModel):
     steps_used: int = 0
     """primitive environment steps spent training (counts toward the run's sample budget)"""
     eval_steps: int = 0
-    """primitive steps spent on the held-out evaluation"""
+    """primitive steps spent on the validation episodes after training"""
     wall_time_s: float = 0.0
     learning_curve: list[CurvePoint] = Field(default_factory=list)
     final_success_rate: float | None = None
-    """success rate on held-out evaluation seeds"""
+    """success rate on validation seeds (not the held-out evaluation seeds)"""
     success_ci: tuple[float, float] | None = None
     eval_episodes: int = 0
+    eval_seeds: tuple[int, int] | None = None
+    """first and last validation seed played"""
     final_train_success_rate: float | None = None
+    """success rate of the last training episodes (moving window of ppo.window episodes)"""
+    rate_sources: dict[str, str] = Field(default_factory=dict)
+    """for each rate above, where it was measured"""
     coded_action_counts: dict[str, int] = Field(default_factory=dict)
     coded_action_failures: dict[str, int] = Field(default_factory=dict)
     coded_action_errors: list[str] = Field(default_factory=list)
@@ -81,6 +91,8 @@ def configure_rl(config: dict) -> ConfigureReport:
         cfg.load_in_sandbox()  # the top level of the agent's sources runs here, behind the boundary
     except ValueError as exc:
         return ConfigureReport(ok=False, error=str(exc))
+    except RuntimeError as exc:  # sandbox.SandboxUnavailable: the machine, not the config
+        return ConfigureReport(ok=False, error=f"the code could not be loaded: {exc}; this is not your config's fault")
     return ConfigureReport(ok=True, config=cfg.model_dump(mode="json"), coded_action_names=cfg.coded_action_names())
 
 
@@ -115,10 +127,21 @@ def train_ppo(config: dict, run_dir: str | None = None) -> TrainReport:
         coded_action_errors=result.coded_action_errors, policy_path=result.policy_path, run_dir=result.run_dir,
         metrics_csv=str(Path(result.run_dir) / "metrics.csv"),
         learning_curve_png=_existing(Path(result.run_dir) / "learning_curve.png"))
+    if result.final_train_success_rate is not None:
+        report.rate_sources["final_train_success_rate"] = (
+            f"the last training episodes (moving window of {cfg.ppo_settings().window}, training seeds)")
     if cfg.eval_episodes > 0:
-        ev = evaluate_policy(result.policy_path, episodes=cfg.eval_episodes)
+        try:
+            ev = evaluate_policy(result.policy_path, episodes=cfg.eval_episodes, seed_range="validation")
+        except (ValueError, RuntimeError) as exc:  # the policy is saved: the training still counts
+            report.error = f"the evaluation on validation seeds after training failed: {exc}"
+            report.wall_time_s = time.time() - start
+            return report
         report.final_success_rate, report.success_ci = ev.success_rate, (ev.ci_low, ev.ci_high)
         report.eval_episodes, report.eval_steps = ev.episodes, ev.total_steps
+        report.eval_seeds = (ev.seeds[0], ev.seeds[-1])
+        report.rate_sources["final_success_rate"] = (
+            f"{ev.episodes} episodes on validation seeds {ev.seeds[0]}..{ev.seeds[-1]} after training")
         (Path(result.run_dir) / "evaluation.json").write_text(json.dumps(ev.as_dict(), indent=2))
     report.wall_time_s = time.time() - start
     return report
@@ -169,9 +192,9 @@ def make_tools() -> list[StructuredTool]:
         StructuredTool.from_function(
             func=_train_ppo_tool, name="train_ppo", args_schema=_TrainArgs, response_format="content_and_artifact",
             description="Train PPO from a configuration (coded actions become extra actions of the policy). Returns "
-                        "the steps used, wall time, learning curve, success rate on held-out seeds with a 95% "
-                        "interval, how often each coded action was chosen and failed, and the saved policy's "
-                        "path." + fields),
+                        "the steps used, wall time, learning curve, success rate on validation seeds with a 95% "
+                        "interval (the held-out evaluation seeds are kept for the final evaluation), how often each "
+                        "coded action was chosen and failed, and the saved policy's path." + fields),
     ]
 
 

@@ -9,19 +9,27 @@ limit is an `error`, never an exception.
 Which coded action runs: `action` when given, else the one named `main`, else the last coded
 action the code defines. Steps are counted honestly: `steps` is every primitive environment
 step the code took, also when the run was stopped by a limit.
+
+The report says how the episode ended (`ended`), and when the player died, what most likely killed
+it, inferred here from what the player observed (envs.describe); `last_view` is what it saw at the
+end. `summarise_reports_for_agent` turns the reports of one round of tests on several seeds into the
+text an agent repairs its code from.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.tools import StructuredTool
 from pydantic import BaseModel, Field
 
 from envs.crafter_env import CrafterEnv
+from envs.describe import damage_cause, describe_view
+from envs.observation import STATUS_KEYS
 from envs.seeds import check_training_seed
 from envs.tasks import UnknownTaskError, get_task
 from sandbox import (
@@ -43,6 +51,10 @@ GIF_FPS = 8
 GIF_MIN_WIDTH = 192
 
 
+Ended = Literal["success", "died", "out_of_steps", "action_returned", "error", "precondition"]
+LAST_HURTS = 6  # health losses listed in a death's detail
+
+
 class CodeRunReport(BaseModel):
     """What one test run of agent code did."""
 
@@ -50,35 +62,79 @@ class CodeRunReport(BaseModel):
     error: str | None = Field(None, description="what went wrong, with the line in the agent's code")
     failure_kind: str | None = Field(
         None, description="input | unsafe | load | runtime | precondition | timeout | memory | crashed")
+    ended: Ended = Field(description="how the episode ended: success | died | out_of_steps (the step budget ran "
+                                     "out) | action_returned (the action finished without success) | error (see "
+                                     "failure_kind) | precondition (its precondition was false: nothing to act on)")
+    death_cause: str | None = Field(
+        None, description="when died: lava | zombie | skeleton arrow | starvation | thirst | exhaustion | unknown")
+    death_detail: str | None = Field(None, description="when died: the last health losses and the status bars")
     task: str = ""
     seed: int = 0
     action: str | None = Field(None, description="the coded action that ran")
     task_success: bool = False
     steps: int = Field(0, description="primitive environment steps the code used")
-    achievements_unlocked: list[str] = Field(default_factory=list)
+    achievements_before: list[str] = Field(default_factory=list, description="unlocked before the code ran")
+    achievements_unlocked: list[str] = Field(default_factory=list, description="unlocked at the end (all of them)")
     inventory_before: dict[str, int] = Field(default_factory=dict)
     inventory_after: dict[str, int] = Field(default_factory=dict)
     trace: str = ""
+    last_view: str | None = Field(None, description="what the player saw at the end")
     gif_path: str | None = None
     wall_time_s: float = 0.0
 
     def to_text(self) -> str:
         """Compact summary for a language model (the tool's message content)."""
-        status = "ok" if self.ok else f"FAILED ({self.failure_kind})"
-        lines = [f"run: {status}; task {self.task} seed {self.seed}; action {self.action or '-'}",
+        data = self.model_dump()
+        status = "no error" if self.ok else f"FAILED ({self.failure_kind})"
+        lines = [f"run: {status}; ended: {_ended_text(data)}; task {self.task} seed {self.seed}; "
+                 f"action {self.action or '-'}",
                  f"task success: {self.task_success}; steps used: {self.steps}"]
+        if self.death_detail:
+            lines.append(f"death: {self.death_cause}; {self.death_detail}")
         if self.error:
             lines.append(f"error: {self.error}")
-        if self.achievements_unlocked:
-            lines.append(f"achievements unlocked: {', '.join(self.achievements_unlocked)}")
+        gained = _gained(data)
+        if gained or self.achievements_before:
+            lines.append(f"achievements unlocked: {', '.join(gained) or 'none'}"
+                         + (f" (before the code ran: {', '.join(self.achievements_before)})"
+                            if self.achievements_before else ""))
         changes = _inventory_changes(self.inventory_before, self.inventory_after)
         if changes:
             lines.append(f"inventory changes: {changes}")
         if self.trace:
             lines.append("trace:\n" + self.trace)
+        if self.last_view:
+            lines.append("last view:\n" + self.last_view)
         if self.gif_path:
             lines.append(f"gif: {self.gif_path}")
         return "\n".join(lines)
+
+
+def _ended_text(report: dict) -> str:
+    """'died at step 57 (zombie)', 'error (runtime) after 3 steps', ... from a report as plain data."""
+    steps, ended = report.get("steps") or 0, _ended_of(report)
+    return {
+        "success": f"success at step {steps}",
+        "died": f"died at step {steps} ({report.get('death_cause') or 'unknown'})",
+        "out_of_steps": f"out of steps after {steps} steps",
+        "action_returned": f"the action returned after {steps} steps without success",
+        "error": f"error ({report.get('failure_kind') or 'unknown'}) after {steps} steps",
+        "precondition": "the precondition was false: nothing to act on",
+    }.get(ended, f"{ended} after {steps} steps")
+
+
+def _ended_of(report: dict) -> str:
+    """`ended`; for a report from before the field existed, what its other fields say."""
+    if report.get("ended"):
+        return str(report["ended"])
+    if report.get("failure_kind"):
+        return "precondition" if report["failure_kind"] == "precondition" else "error"
+    return "success" if report.get("task_success") else "no success"
+
+
+def _gained(report: dict) -> list[str]:
+    before = set(report.get("achievements_before") or ())
+    return [a for a in report.get("achievements_unlocked") or () if a not in before]
 
 
 def _inventory_changes(before: dict[str, int], after: dict[str, int]) -> str:
@@ -87,17 +143,23 @@ def _inventory_changes(before: dict[str, int], after: dict[str, int]) -> str:
     return ", ".join(parts)
 
 
+def _bars_text(inventory: dict[str, int]) -> str:
+    return ", ".join(f"{bar} {inventory.get(bar, 0)}" for bar in STATUS_KEYS)
+
+
 class _Progress:
     """What the code did, step by step, as the trusted side saw it: the whole story also when a limit
-    stopped it."""
+    stopped it, and every health loss with its likely cause, read from the player's view at that step."""
 
     def __init__(self, env, gif: bool) -> None:
         self.env = env
         self.trace = TraceBuilder()
         self.inventory_before = dict(env.game.inventory)
         self.inventory = dict(self.inventory_before)
-        self.achievements = sorted(env.game.achievements)
+        self.achievements_before = sorted(env.game.achievements)
+        self.achievements = list(self.achievements_before)
         self.steps = 0
+        self.hurts: list[tuple[int, str, int]] = []  # (step, likely cause, health lost)
         self.frames = [env.render()] if gif else []
         self.deadline = float("inf")
 
@@ -105,7 +167,13 @@ class _Progress:
         self.steps += 1
         inventory = dict(info["inventory"])
         new = [a for a in info["achievements"] if a not in self.achievements]
-        self.trace.step(self.steps, name, _events(self.inventory, inventory, new, reward))
+        events = _events(self.inventory, inventory, new, reward)
+        lost = self.inventory.get("health", 0) - inventory.get("health", 0)
+        if lost > 0:
+            cause = damage_cause(self.observation(), lost)
+            self.hurts.append((self.steps, cause, lost))
+            events = [f"{e} ({cause})" if e.startswith("health ") else e for e in events]
+        self.trace.step(self.steps, name, events)
         self.inventory, self.achievements = inventory, list(info["achievements"])
         if self.frames and len(self.frames) < MAX_GIF_FRAMES:
             self.frames.append(self.env.render())
@@ -114,6 +182,25 @@ class _Progress:
 
     def on_print(self, text: str) -> None:
         self.trace.printed(self.steps, text)
+
+    def observation(self):
+        """What the player observes now (the backend's plain-data view, no link to the simulator)."""
+        return self.env.backend.player_observation(self.env.episode_steps)
+
+    def died(self) -> bool:
+        return self.steps > 0 and self.inventory.get("health", 1) <= 0
+
+    def ending(self) -> dict[str, Any]:
+        """The report fields that describe the end as observed: the death, the trace, the last view."""
+        fields: dict[str, Any] = {}
+        if self.died():
+            cause = self.hurts[-1][1] if self.hurts else "unknown"
+            hurts = ", ".join(f"step {t} {c} -{n}" for t, c, n in self.hurts[-LAST_HURTS:])
+            fields.update(death_cause=cause, death_detail=f"health lost in the last steps: {hurts or 'none seen'}; "
+                                                          f"at the end: {_bars_text(self.inventory)}")
+            self.trace.note(f"step {self.steps}: the player died ({cause}); {_bars_text(self.inventory)}")
+        fields.update(trace=self.trace.render(), last_view=describe_view(self.observation()))
+        return fields
 
 
 class _OutOfTime(Exception):
@@ -152,7 +239,7 @@ def run_code(code: str, task: str = "collect_wood", seed: int = 0, max_steps: in
 
     def failed(kind: str, error: str, **extra) -> CodeRunReport:
         return CodeRunReport(ok=False, failure_kind=kind, error=clean_text(error),
-                             wall_time_s=round(time.monotonic() - start, 3), **{**base, **extra})
+                             wall_time_s=round(time.monotonic() - start, 3), **{"ended": "error", **base, **extra})
 
     problem = _input_problem(task, seed, max_steps, action)
     if problem:
@@ -182,9 +269,10 @@ def run_code(code: str, task: str = "collect_wood", seed: int = 0, max_steps: in
         except LookupError as exc:
             return failed("load", str(exc))
         progress.deadline = start + wall
+        limit = _step_limit(agent_code, name, max_steps)
         try:
-            outcome = agent_code.execute(env, name, max_steps=_step_limit(agent_code, name, max_steps),
-                                         on_step=progress.on_step, on_print=progress.on_print)
+            outcome = agent_code.execute(env, name, max_steps=limit, on_step=progress.on_step,
+                                         on_print=progress.on_print)
         except _OutOfTime:
             return failed("timeout", f"timed out after {wall:g} s (wall-clock limit) after {progress.steps} steps",
                           **_seen(progress, name))
@@ -196,12 +284,13 @@ def run_code(code: str, task: str = "collect_wood", seed: int = 0, max_steps: in
             error = f"exceeded the memory limit of {memory_mb} MiB ({error})"
         elif kind == "timeout":
             error = f"{error}; stopped after {outcome.steps} steps"
+    success = env.task.is_success(set(env.game.achievements))
+    ended: Ended = ("precondition" if kind == "precondition" else "error" if kind else "success" if success
+                    else "died" if progress.died()
+                    else "out_of_steps" if outcome.truncated or outcome.steps >= limit else "action_returned")
     return CodeRunReport(
-        ok=error is None, error=error, failure_kind=kind, action=name,
-        task_success=env.task.is_success(set(env.game.achievements)), steps=outcome.steps,
-        achievements_unlocked=sorted(env.game.achievements), inventory_before=progress.inventory_before,
-        inventory_after=dict(env.game.inventory), trace=progress.trace.render(), gif_path=gif_path,
-        wall_time_s=round(time.monotonic() - start, 3), **base)
+        ok=error is None, error=error, failure_kind=kind, task_success=success, **_seen(progress, name),
+        ended=ended, gif_path=gif_path, wall_time_s=round(time.monotonic() - start, 3), **base)
 
 
 def _step_limit(code: AgentCode, name: str, max_steps: int) -> int:
@@ -221,9 +310,10 @@ def _failure_kind(error: str) -> str:
 
 
 def _seen(progress: _Progress, name: str) -> dict[str, Any]:
-    return dict(action=name, steps=progress.steps, achievements_unlocked=sorted(progress.achievements),
-                inventory_before=progress.inventory_before, inventory_after=progress.inventory,
-                trace=progress.trace.render())
+    """What the trusted side saw of the episode, up to where it ended or was stopped."""
+    return dict(action=name, steps=progress.steps, achievements_before=progress.achievements_before,
+                achievements_unlocked=sorted(progress.achievements), inventory_before=progress.inventory_before,
+                inventory_after=progress.inventory, **progress.ending())
 
 
 def _input_problem(task: Any, seed: Any, max_steps: Any, action: Any) -> str | None:
@@ -259,6 +349,90 @@ def _write_gif(frames: list, output_dir: str, base: dict) -> str | None:
     return target
 
 
+ERROR_FIRST_LINE_CHARS = 160
+DETAIL_ERROR_CHARS = 700
+MIN_SUMMARY_CHARS = 300
+
+
+def summarise_reports_for_agent(reports: list[CodeRunReport | dict], max_chars: int = 2500) -> str:
+    """One round of code tests on several seeds as the text an agent repairs its code from: a line per seed
+    (how it ended, steps, the death's cause or the error's first line, achievements gained), then the detail
+    of the most informative failure (an error, else a death, else the run that got furthest): the error with
+    its line, the end of the trace, the last view. At most `max_chars` characters. Reports may be
+    CodeRunReports or their `model_dump(mode="json")` dicts (as they come back from a checkpoint)."""
+    if not isinstance(max_chars, int) or max_chars < MIN_SUMMARY_CHARS:
+        raise ValueError(f"max_chars must be an integer >= {MIN_SUMMARY_CHARS}, got {max_chars!r}")
+    rows = []
+    for i, report in enumerate(reports):
+        if isinstance(report, CodeRunReport):
+            rows.append(report.model_dump(mode="json"))
+        elif isinstance(report, dict):
+            rows.append(report)
+        else:
+            raise TypeError(f"reports[{i}] must be a CodeRunReport or its dict, got {type(report).__name__}")
+    if not rows:
+        return "no code tests ran"
+    counts = Counter(_ended_of(r) for r in rows)
+    lines = [f"code tests on {len(rows)} seeds: " + ", ".join(f"{n} {kind}" for kind, n in counts.most_common())]
+    per_seed = [_seed_line(r) for r in rows]
+    budget = max_chars // 2  # the seed lines take at most half: the detail is what a repair needs
+    for k, line in enumerate(per_seed):
+        if sum(len(x) + 1 for x in lines) + len(line) + 1 > budget:
+            lines.append(f"... {len(per_seed) - k} more seeds")
+            break
+        lines.append(line)
+    head = "\n".join(lines)
+    worst = _most_informative(rows)
+    if worst is None:
+        return head[:max_chars]
+    return head + "\n" + _detail(worst, max_chars - len(head) - 1)
+
+
+def _seed_line(report: dict) -> str:
+    line = f"seed {report.get('seed')}: {_ended_text(report)}"
+    error = (report.get("error") or "").strip()
+    if error and _ended_of(report) != "died":
+        first = error.splitlines()[0]
+        line += f"; {first[:ERROR_FIRST_LINE_CHARS]}{'...' if len(first) > ERROR_FIRST_LINE_CHARS else ''}"
+    gained = _gained(report)
+    return line + f"; gained {', '.join(gained) if gained else 'nothing'}"
+
+
+def _most_informative(rows: list[dict]) -> dict | None:
+    """The failing run whose detail helps a repair most: an error, else a death, else the furthest run."""
+    failing = [r for r in rows if not r.get("task_success")]
+    if not failing:
+        return None
+    rank = {"error": 0, "died": 1}
+    return min(failing, key=lambda r: (rank.get(_ended_of(r), 2), -len(_gained(r)), -int(r.get("steps") or 0)))
+
+
+def _detail(report: dict, budget: int) -> str:
+    """The error, the death, the end of the trace and the last view, in at most `budget` characters: the
+    view gets at most half of what the error and the death leave, the trace's end the rest."""
+    parts = [f"--- detail of seed {report.get('seed')} ({_ended_text(report)}) ---"]
+    if report.get("error"):
+        parts.append(f"error: {clean_text(report['error'], DETAIL_ERROR_CHARS)}")
+    if report.get("death_detail"):
+        parts.append(f"death: {report.get('death_cause')}; {report['death_detail']}")
+    room = budget - sum(len(p) + 1 for p in parts)
+    view = f"last view:\n{report['last_view']}"[:max(0, room // 2)] if report.get("last_view") else ""
+    room -= len(view) + len("trace (end):\n[... earlier lines dropped ...]\n") + 1
+    trace_lines = (report.get("trace") or "").splitlines()
+    tail: list[str] = []
+    for line in reversed(trace_lines):  # the end of the trace: where it died or broke
+        if len(line) + 1 > room:
+            break
+        tail.insert(0, line)
+        room -= len(line) + 1
+    if tail:
+        cut = "[... earlier lines dropped ...]\n" if len(tail) < len(trace_lines) else ""
+        parts.append("trace (end):\n" + cut + "\n".join(tail))
+    if view:
+        parts.append(view)
+    return "\n".join(parts)[:max(0, budget)]
+
+
 class RunCodeArgs(BaseModel):
     code: str = Field(description="Python source defining one or more coded actions: generator functions "
                                   "`def name(game): ... yield 'move_left'` that yield primitive action names")
@@ -281,8 +455,10 @@ run_code_in_env = StructuredTool.from_function(
     func=_tool_entry,
     name="run_code_in_env",
     description=(
-        "Test coded actions in a fresh Crafter episode and get back what happened: success or the error "
-        "with its line, primitive steps used, achievements unlocked, inventory before/after and a trace. "
+        "Test coded actions in a fresh Crafter episode and get back what happened: how the episode ended "
+        "(success, died and of what, out of steps, the action returned, an error with its line), primitive steps "
+        "used, achievements unlocked, inventory before/after, a trace that keeps the last steps and the "
+        "player's view at the end. "
         f"The code runs sandboxed: imports only from {_MODULES}; no names or attributes starting with '_', "
         "no open/eval/exec/getattr/type, no classes. "
         "Runs `action`, else the function named `main`, else the last coded action defined."),

@@ -1,7 +1,9 @@
 """A short, bounded text trace of one code run: the first and last steps, every event, the prints.
 
 Built in the parent from progress items sent by the child, so a run that is killed (timeout,
-memory) still has its trace up to the moment it stopped.
+memory) still has its trace up to the moment it stopped. The end of a run is what a repair needs
+most (where it died, stalled or broke), so the trace keeps more steps from the end than from the
+start, and when it is still too long it drops lines from the middle, never from the end.
 """
 
 from __future__ import annotations
@@ -10,32 +12,39 @@ from dataclasses import dataclass, field
 
 MAX_PRINT_LINES = 200
 MAX_LINE_CHARS = 200
+HEAD_SHARE = 4  # when shortened, the head gets 1/HEAD_SHARE of max_chars and the tail the rest
 
 
 @dataclass
 class TraceBuilder:
-    head: int = 12
-    tail: int = 12
+    head: int = 8
+    tail: int = 24
     max_chars: int = 4000
     lines: list[tuple[str, str, bool]] = field(default_factory=list)  # (kind, text, keep always)
     prints: int = 0
 
     def step(self, t: int, action: str, events: list[str]) -> None:
         text = f"step {t}: {action}" + (f" -> {'; '.join(events)}" if events else "")
-        self.lines.append(("step", text, bool(events)))
+        self.lines.append(("step", _clip(text), bool(events)))
 
     def printed(self, t: int, text: str) -> None:
         self.prints += 1
         if self.prints > MAX_PRINT_LINES:
             return
-        if len(text) > MAX_LINE_CHARS:
-            text = text[:MAX_LINE_CHARS] + "..."
-        self.lines.append(("print", f"print at step {t}: {text}", True))
+        self.lines.append(("print", f"print at step {t}: {_clip(text)}", True))
 
     def note(self, text: str) -> None:
-        self.lines.append(("note", text, True))
+        self.lines.append(("note", _clip(text), True))
 
     def render(self) -> str:
+        out = self._kept_lines()
+        if self.prints > MAX_PRINT_LINES:
+            out.append(f"({self.prints - MAX_PRINT_LINES} more print lines dropped)")
+        text = "\n".join(out)
+        return text if len(text) <= self.max_chars else "\n".join(drop_middle(out, self.max_chars))
+
+    def _kept_lines(self) -> list[str]:
+        """Every event, print and note; of the uneventful steps only the first `head` and the last `tail`."""
         step_rows = [i for i, (kind, _, _) in enumerate(self.lines) if kind == "step"]
         keep_steps = set(step_rows[:self.head]) | set(step_rows[-self.tail:] if self.tail else [])
         out: list[str] = []
@@ -50,10 +59,31 @@ class TraceBuilder:
                 skipped += 1
         if skipped:
             out.append(f"... {skipped} uneventful steps ...")
-        if self.prints > MAX_PRINT_LINES:
-            out.append(f"({self.prints - MAX_PRINT_LINES} more print lines dropped)")
-        text = "\n".join(out)
-        if len(text) > self.max_chars:
-            half = self.max_chars // 2
-            text = text[:half] + "\n[... trace shortened ...]\n" + text[-half:]
-        return text
+        return out
+
+
+def drop_middle(lines: list[str], max_chars: int) -> list[str]:
+    """Whole lines from the start (a quarter of `max_chars`) and from the end (the rest), with a marker for
+    the dropped middle; the last line is always kept (clipped at its end only if it alone is too long)."""
+    marker_room = 60
+    head: list[str] = []
+    used = 0
+    for line in lines[:-1]:
+        if used + len(line) + 1 > max_chars // HEAD_SHARE:
+            break
+        head.append(line)
+        used += len(line) + 1
+    budget = max(0, max_chars - used - marker_room)
+    tail = [lines[-1][:budget]] if lines else []
+    used = len(tail[0]) + 1 if tail else 0
+    for line in reversed(lines[len(head):-1]):
+        if used + len(line) + 1 > budget:
+            break
+        tail.insert(0, line)
+        used += len(line) + 1
+    dropped = len(lines) - len(head) - len(tail)
+    return head + ([f"[... {dropped} lines dropped from the middle of the trace ...]"] if dropped else []) + tail
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_LINE_CHARS else text[:MAX_LINE_CHARS] + "..."

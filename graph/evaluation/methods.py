@@ -26,9 +26,11 @@ Log = Callable[[str], None]
 
 # Loop structure of each RL-GPT variant (the paper's framework ablation).
 VARIANTS: dict[str, str] = {
-    "full": "slow + fast + critic: both loops (critic feedback refines code; the slow agent moves code <-> RL)",
-    "no_critic": "slow + fast: the slow agent's first decomposition is implemented once and kept; "
-                 "no critic feedback, so neither loop iterates",
+    "full": "slow + fast + critic: both loops (the fast agent repairs its code from the test reports and the "
+            "critic judges; the slow agent moves code <-> RL)",
+    "no_critic": "slow + fast: the slow agent's first decomposition is kept with whatever the fast agent "
+                 "settles on (its repairs from the test reports still run); nothing judges it, so the outer "
+                 "loop never iterates",
     "one_agent": "one agent: no separate slow agent revising the decomposition (no outer loop), so code "
                  "is never moved to RL; the agent only fixes its code from its own test results",
 }
@@ -79,23 +81,27 @@ def run_rlgpt(task: str, budget: int, episodes: int, work_dir: Path, key: str, *
 
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    from graph.builder import build_graph, run_config, start_state
+    from graph.builder import build_graph, run_config, run_context, start_state
     from nodes.settings import RunSettings
 
     task = get_task(task).name
     start = time.time()
+    # without a critic nothing judges an attempt: the graph's own refusal of a 'pass' below the skill
+    # threshold (nodes.critic) would be a critic, so that variant keeps whatever it measured first
+    no_critic = {"skill_threshold": 0.0} if variant == "no_critic" else {}
     settings = RunSettings(
         task=task, budget_steps=budget, train_steps=max(1_000, min(train_steps, budget)),
         test_episodes=test_episodes, eval_episodes=episodes, seed=seed, max_wall_s=max_wall_s,
         max_model_calls=1_000_000, max_outer_iters=1 if variant == "one_agent" else 3, vector_mode=vector_mode,
-        out_dir=work_dir / "rlgpt", skills_dir=work_dir / "rlgpt" / key / "skills", run_id=_run_id(key))
+        out_dir=work_dir / "rlgpt", skills_dir=work_dir / "rlgpt" / key / "skills", run_id=_run_id(key),
+        **no_critic)
     model = _model_for(variant)
     work_dir.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(str(work_dir / "checkpoints.sqlite"), check_same_thread=False)
     try:
         saver = SqliteSaver(conn)
         saver.setup()
-        graph = build_graph(settings, model, checkpointer=saver)
+        graph = build_graph(checkpointer=saver)
         config = run_config(settings)
         snapshot = graph.get_state(config)
         if snapshot.values and not snapshot.next:
@@ -104,7 +110,9 @@ def run_rlgpt(task: str, budget: int, episodes: int, work_dir: Path, key: str, *
             if snapshot.values:
                 log(f"    resuming RL-GPT run {settings.run_id} at {', '.join(snapshot.next)}")
             inputs = None if snapshot.values else start_state(settings)
-            for update in graph.stream(inputs, config, stream_mode="updates", durability="sync"):
+            # the attempt subgraph's events reach this level when an attempt ends
+            for update in graph.stream(inputs, config, context=run_context(settings, model), stream_mode="updates",
+                                       durability="sync"):
                 for change in update.values():
                     for event in (change or {}).get("events", []) if isinstance(change, dict) else []:
                         if event.get("type") in ("measure", "move", "stop"):

@@ -42,8 +42,11 @@ RULES_VERSION = 5
 # The RL-GPT and iteration cells also depend on the graph's own handling of tool calls; this version is bumped
 # alone for a change that only they see (keys: r{GRAPH_RULES_VERSION}).
 # 6: the fast node fits every tool call to the env steps left, so code tests cannot overrun the budget.
-GRAPH_RULES_VERSION = 6
-METHOD_LABELS = {"rlgpt": "RL-GPT (expert model)", "pure_rl": "pure RL (PPO, primitive actions)",
+# 7: the attempt subgraph: test reports go back to the fast agent, which repairs (nodes.repair) before the
+#    critic judges; code whose revisions run out moves to RL; one coded action per answer, composed by
+#    nodes.library; PPO's mid-run evaluation on validation seeds.
+GRAPH_RULES_VERSION = 7
+METHOD_LABELS = {"rlgpt": "RL-GPT (rule-based expert)", "pure_rl": "pure RL (PPO, primitive actions)",
                  "pure_code": "pure code (coded actions, no RL)",
                  "rl_with_code": "PPO + coded actions in the action head"}
 
@@ -234,7 +237,8 @@ def table_iterations(run: Runner) -> Table:
     return Table("table3_iterations", f"Table 3: iterations of the two loops on '{task}' (harvest log)",
                  "the paper's harvest-log iterations figure", cols, rows,
                  [_seed_note(c), "Each measured attempt of the run is one iteration (outer = slow-agent revision, "
-                  "inner = fast-agent/critic round); its code or policy is played again on the held-out seeds. "
+                  "inner = fast-agent revision: a repair from the test report or a longer training); its code or "
+                  "policy is played again on the held-out seeds. "
                   "'Success seen by the critic' is the code-test or training success the loop decided on.",
                   "Published rows: the paper's MineDojo end points (0% at iteration 0, 58% at iteration 3)."],
                  plot="table3_iterations.png")

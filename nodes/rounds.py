@@ -1,0 +1,76 @@
+"""One tool round of an attempt, counted and logged once, whichever node reads it first.
+
+The fast agent reads a code test to repair its code; the critic reads the same round when it judges
+it. Its env steps go to the budget once, and a measuring round (code tests or a training) becomes
+one entry of the `results` log, with the code or configuration behind it so a skill can be rebuilt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from langchain_core.messages import AIMessage, ToolMessage
+
+from nodes.attempts import CODE_TOOL, TRAIN_TOOL, last_tool_calls, measure, split_functions, steps_of
+from nodes.skills_io import prerequisite_achievements
+
+
+def judged_sub_action(decomposition: dict) -> dict:
+    """The sub-action an attempt measures: the learned one, else the last coded non-explore one."""
+    subs = decomposition["sub_actions"]
+    learned = [a for a in subs if a["kind"] == "rl"]
+    if learned:
+        return learned[-1]
+    main = [a for a in subs if a.get("template") != "explore"] or subs
+    return main[-1]
+
+
+def round_id(messages: list) -> str | None:
+    """The id of the AIMessage the latest tool results answer; None when the last message is no tool result."""
+    if not messages or not isinstance(messages[-1], ToolMessage):
+        return None
+    ai = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+    return ai.id if ai is not None else None
+
+
+def _artefacts(messages: list, result: dict, judged: dict) -> dict:
+    """The code or configuration behind a measured result, so the skill can be run again."""
+    calls = last_tool_calls(messages)
+    if result["kind"] == "code":
+        call = next((c for c in calls if c["name"] == CODE_TOOL), None)
+        if call is None:
+            return {}
+        functions = split_functions(call["args"].get("code", ""))
+        entry = call["args"].get("action") or (judged["name"] if judged["name"] in functions else "main")
+        return {"sources": [src for name, src in functions.items() if name != "main" or entry == "main"],
+                "entry": entry}
+    call = next((c for c in calls if c["name"] == TRAIN_TOOL), None)
+    config = (call.get("args", {}) if call else {}).get("rl_config") or {}
+    return {"sources": list(config.get("coded_actions", [])), "rl_config": config, "entry": None}
+
+
+def record_round(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict | None]:
+    """(update, result): the latest tool round's steps added to the budget and, when it measured
+    something, its result appended to `results` and kept as the subtask's best if it is. A round already
+    recorded gives an empty update and its result again."""
+    messages = list(state.get("messages") or [])
+    rid = round_id(messages)
+    if rid is None:
+        return {}, None
+    if rid == state.get("counted_round"):
+        return {}, state.get("last_result")
+    update: dict[str, Any] = {"counted_round": rid,
+                              "env_steps_spent": int(state.get("env_steps_spent", 0)) + steps_of(messages)}
+    result = measure(messages, prerequisite_achievements(state))
+    if result is None:
+        return update, None
+    subtask = state["plan"][state["subtask_index"]]["name"]
+    judged = judged_sub_action(state["decomposition"])
+    result.update(subtask=subtask, sub_action=judged["name"], outer_iter=state.get("outer_iter", 0),
+                  inner_iter=state.get("inner_iter", 0), **_artefacts(messages, result, judged))
+    best = dict(state.get("best") or {})
+    if subtask not in best or result["success_rate"] > best[subtask]["success_rate"]:
+        best[subtask] = result
+    return {**update, "best": best, "results": [result], "last_result": result}, result
+

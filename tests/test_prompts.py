@@ -1,0 +1,323 @@
+"""The prompts: what each role renders, the generated references, and the size caps that keep the
+fast agent's prompt inside a small model's window (SmolLM2: 8,192 tokens, the answer included)."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from envs.game_api import GameAPI
+from envs.tasks import ACHIEVEMENTS, TASKS
+from nodes.recipes import recipe_facts, template_for
+from prompts import loader
+from prompts.api_reference import NOTES, api_reference, first_paragraph, member_lines
+from prompts.fewshot import example_sources, examples_for
+from prompts.rules import primitive_actions, rule_sheet
+from prompts.templates import ROLES, ContextError, messages_for
+
+# Character caps (about 3.6 characters per SmolLM2 token): the fast prompt at depth ~5,500 tokens.
+CAPS = {"fast": 20_000, "planner": 12_000, "slow": 10_000, "critic": 10_000}
+
+CHAIN = list(TASKS["collect_diamond"].prerequisites)
+
+
+def _text(role: str, context: dict) -> str:
+    return "\n".join(str(m.content) for m in messages_for(role, context))
+
+
+def _filler(label: str, chars: int) -> str:
+    """Realistic-looking text of about `chars` characters (a test report or code)."""
+    line = f"{label}: seed 7 ended after 412 steps; last action do; inventory wood 3, stone 2; error none\n"
+    return (line * (chars // len(line) + 1))[:chars]
+
+
+def _code(chars: int) -> str:
+    body = "    for _ in range(5):\n        yield 'do'\n"
+    head = "@coded_action(max_steps=300)\ndef mine_diamond(game):\n    \"\"\"Walk to a diamond and mine it.\"\"\"\n"
+    return head + body * ((chars - len(head)) // len(body))
+
+
+def _library() -> list[dict]:
+    return [{"name": name, "signature": f"{name}(game)", "kind": "code", "success_rate": 0.9,
+             "doc": f"Walk to the nearest remembered source and do what {name} says until the inventory shows it."}
+            for name in [*CHAIN, "explore"]]
+
+
+def _decomposition() -> dict:
+    return {"subtask": "collect_diamond", "reason": "diamonds are rare: search is learned, mining is coded",
+            "sub_actions": [
+                {"name": "explore", "kind": "code", "reason": "uncover new ground", "template": "explore",
+                 "target": None, "item": None, "coded_actions": []},
+                {"name": "mine_diamond", "kind": "code", "reason": "walk to a remembered diamond and hit it",
+                 "template": "collect", "target": "diamond", "item": "diamond", "coded_actions": []},
+                {"name": "find_diamond", "kind": "rl", "reason": "diamonds are rarely in view: learn the search",
+                 "template": "custom", "target": None, "item": None,
+                 "coded_actions": ["explore", "mine_diamond"]}]}
+
+
+def fast_context(mode: str = "code") -> dict:
+    decomposition = _decomposition()
+    action = decomposition["sub_actions"][1 if mode == "code" else 2]
+    return {
+        "subtask": {"name": "collect_diamond", "goal": "mine a diamond",
+                    "success_condition": "achievement 'collect_diamond' unlocked"},
+        "task_description": TASKS["collect_diamond"].description,
+        "mode": mode, "sub_action": action, "decomposition": decomposition, "library": _library(),
+        "examples": examples_for(action["template"]),
+        "last_attempt": ({"code": _code(1500), "report": _filler("episode", 2500), "revision": 2, "max_revisions": 3}
+                         if mode == "code" else
+                         {"report": _filler("training", 2500), "revision": 1, "max_revisions": 2}),
+        "feedback": "The code walks to the diamond but never checks for lava on the way; " * 8,
+        "limits": {"test_seeds": 3, "max_steps_per_test": 10_000, "budget_left": 400_000, "subtasks_left": 1},
+        "rl": {"coded_actions": ["explore", "mine_diamond", *CHAIN], "train_steps": 100_000,
+               "min_train_steps": 10_000, "max_train_steps": 400_000, "subtasks_left": 1,
+               "previous_train_steps": None},
+        "configured": None, "configure_error": None,
+    }
+
+
+def planner_context() -> dict:
+    task = TASKS["collect_diamond"]
+    return {"task": task.name, "task_description": task.description,
+            "recipes": [recipe_facts(a) for a in [*CHAIN, task.name]] + [recipe_facts(a) for a in ACHIEVEMENTS],
+            "prerequisites": CHAIN,
+            "failed": {"subtask": "collect_iron", "success_rate": 0.0, "reason": "no iron found in 5 episodes"},
+            "remaining": [{"name": n, "goal": f"get {n}", "success_condition": f"achievement '{n}' unlocked"}
+                          for n in CHAIN[-4:] + ["collect_diamond"]]}
+
+
+def slow_context() -> dict:
+    previous = _decomposition()
+    previous["sub_actions"] = [dict(a, name=f"{a['name']}_{i}", reason="r" * 300)
+                               for i in range(3) for a in previous["sub_actions"][:2]] + previous["sub_actions"][2:]
+    return {"subtask": {"name": "collect_diamond", "goal": "mine a diamond", "success_condition": "unlocked"},
+            "task_description": TASKS["collect_diamond"].description,
+            "recipe": recipe_facts("collect_diamond"), "template": template_for("collect_diamond"),
+            "prior_skills": [{"subtask": n, "kind": "code", "success_rate": 0.8} for n in CHAIN],
+            "previous": previous,
+            "critique": {"sub_action": "mine_diamond_0", "verdict": "move", "success_rate": 0.2, "move_to": "rl",
+                         "feedback": "diamonds are rarely in view when the code starts; " * 12},
+            "best": {"kind": "code", "success_rate": 0.2},
+            "forced_rl": "mine_diamond_0", "outer_iter": 2, "max_outer_iters": 3}
+
+
+def critic_context() -> dict:
+    return {"subtask": "collect_diamond", "sub_action": {"name": "mine_diamond", "kind": "code"},
+            "result": {"kind": "code", "ok": True, "success_rate": 0.2, "episodes": 5, "steps": 31_000,
+                       "started": 4, "success_given_start": 0.25, "outcomes": {"ok": 4, "runtime": 1},
+                       "errors": ["seed 9: line 12 in mine_diamond: KeyError: 'diamond'"] * 3},
+            "code": _code(1500), "report": _filler("episode", 2500), "target": 0.6,
+            "best_by_kind": {"code": 0.2, "rl": None}, "loops": {"inner": "2 of 3", "outer": "1 of 3"},
+            "budget_left": 250_000}
+
+
+WORST = {"planner": planner_context, "slow": slow_context, "fast": fast_context, "critic": critic_context}
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_worst_case_prompts_fit_their_caps(role):
+    text = _text(role, WORST[role]())
+    assert len(text) <= CAPS[role], f"{role} prompt is {len(text)} characters, cap {CAPS[role]}"
+
+
+def test_rl_mode_fast_prompt_fits_and_asks_for_the_rl_answers():
+    context = fast_context("rl")
+    text = _text("fast", context)
+    assert len(text) <= CAPS["fast"]
+    assert "ConfigureRL" in text and "Answer with ConfigureRL now." in text and "WriteCode" not in text
+    assert "def collect_wood" not in text  # no few-shot code when nothing is to be written
+    assert "Coded actions available for the action head\nexplore, mine_diamond, collect_wood" in text
+    assert "total_steps bounds\ndefault 100000; min 10000; max 400000" in text and "subtasks_left 1" in text
+    assert "Your last training and what happened (revision 1 of 2)" in text
+    context["configured"] = {"task": "collect_diamond", "reward": "task", "coded_actions": [_code(1500)] * 6,
+                             "ppo": {"total_steps": 50_000, "num_envs": 4, "learning_rate": 0.00025}}
+    text = _text("fast", context)
+    assert "Answer with TrainPolicy now." in text and "task collect_diamond; reward task" in text
+    assert len(text) <= CAPS["fast"]  # the validated config's sources are clipped
+    context["configure_error"] = "total_steps: must be at least 10000"
+    text = _text("fast", context)
+    assert "total_steps: must be at least 10000" in text and "Answer with ConfigureRL now." in text
+
+
+def test_long_texts_are_clipped_so_the_cap_holds_whatever_the_node_sends():
+    context = fast_context()
+    context["last_attempt"] = {"code": _code(20_000), "report": _filler("episode", 30_000), "revision": 3,
+                               "max_revisions": 3}
+    context["feedback"] = "f" * 5000
+    context["library"] = [dict(e, name=f"{e['name']}_{i}", signature=f"{e['name']}_{i}(game)")
+                          for i in range(3) for e in _library()]
+    text = _text("fast", context)
+    assert len(text) <= CAPS["fast"]
+    assert "characters cut" in text
+    assert "also loaded:" in text  # names past the listed ones still reach the model
+
+
+def test_fast_code_prompt_renders_the_contract():
+    context = fast_context()
+    system, human = (str(m.content) for m in messages_for("fast", context))
+    assert "WriteCode" in system and "Answer with WriteCode now." in human
+    assert "Write the coded action `mine_diamond`" in human
+    assert "- mine_diamond (code): walk to a remembered diamond and hit it [template collect; target diamond; " \
+           "item diamond]  <- this one now" in human
+    for entry in _library():
+        assert f"- {entry['signature']} [code, success 0.90]" in human
+    assert "def collect_wood(game)" in human  # the example of the sub-action's template kind
+    assert "Your last code and what happened (revision 2 of 3)" in human
+    assert context["last_attempt"]["report"][-40:] in human and context["last_attempt"]["code"][-30:] in human
+    assert "3 episodes of up to 10000 steps each: it costs up to 30000 steps" in human
+    assert "subtasks_left 1" in human  # limits the prompt does not know still reach the model
+    assert "Critic feedback" in human
+    context["last_attempt"] = {"sub_action": "mine_diamond", "code": "def mine_diamond(game):\n    yield 'do'\n",
+                               "report": None}
+    human = str(messages_for("fast", context)[1].content)
+    assert "## Your last code\n```python\ndef mine_diamond(game):" in human and "Report:" not in human
+
+
+def test_fast_prompt_states_the_sandbox_rules_the_lint_enforces():
+    from sandbox.lint import ALLOWED_MODULES, FORBIDDEN_NAMES
+
+    system = str(messages_for("fast", fast_context())[0].content)
+    for module in ALLOWED_MODULES:
+        if module != "envs.coded":  # coded_action is in the namespace already
+            assert module in system
+    for name in ("open", "eval", "exec", "getattr", "type"):
+        assert name in FORBIDDEN_NAMES and f" {name}" in system
+    assert "starting with '_'" in system and "no classes" in system
+
+
+def test_api_reference_lists_every_public_member_with_its_call_form():
+    members = [n for n, _ in inspect.getmembers(GameAPI) if not n.startswith("_")]
+    lines = member_lines()
+    assert sorted(lines) == sorted(members)
+    reference = api_reference()
+    for name in members:
+        assert f"game.{name}" in reference
+    assert "- yield from game.go_to(target: Pos, max_steps=200):" in reference  # helpers that act
+    assert "- yield from game.defend() -> bool:" in reference
+    assert "- game.pos -> Pos:" in reference and "- game.nearest(name: str) -> Pos | None:" in reference
+    assert "@coded_action(precondition=None, max_steps=200)" in reference
+    assert first_paragraph(GameAPI.shelter.__doc__) in reference
+    assert "absolute" in reference and "offsets (dx, dy)" in reference  # the coordinate conventions
+
+
+def test_api_notes_only_stand_in_for_missing_docstrings():
+    for name, note in NOTES.items():
+        member = vars(GameAPI)[name]
+        doc = (member.fget if isinstance(member, property) else member).__doc__
+        assert not doc, f"GameAPI.{name} has a docstring now: drop its note from prompts.api_reference.NOTES"
+        assert note in member_lines()[name]
+
+
+def test_rule_sheet_is_generated_from_the_game_data():
+    import crafter.constants
+
+    sheet = rule_sheet()
+    planner = str(messages_for("planner", {"task": "collect_wood"})[0].content)
+    assert sorted(primitive_actions()) == sorted(crafter.constants.actions)
+    assert "- table: uses 2 wood; onto grass, sand, path" in sheet
+    assert "- iron_pickaxe: uses 1 coal, 1 iron, 1 wood; near table and furnace" in sheet
+    assert "- diamond: +1 diamond, needs 1 iron_pickaxe, leaves path" in sheet
+    assert "- grass: +1 sapling (10% of the time)" in sheet
+    for achievement in ACHIEVEMENTS:
+        assert achievement in planner  # the planner's subtask names
+    assert "lava" in sheet and "zombie" in sheet.lower() and "300 steps" in sheet
+
+
+def test_planner_never_sees_the_chain():
+    context = planner_context()
+    with_chain = _text("planner", context)
+    without = _text("planner", {k: v for k, v in context.items() if k != "prerequisites"})
+    assert with_chain == without  # the key is ignored altogether
+    for sep in (", ", " -> ", "->", " > ", "\n"):
+        assert sep.join(CHAIN) not in with_chain
+    assert str(CHAIN) not in with_chain
+    human = str(messages_for("planner", context)[1].content)
+    recipes = human.split("## What achievements need", 1)[1].split("##", 1)[0]
+    firsts = sorted(CHAIN, key=recipes.index)
+    assert firsts != CHAIN and firsts == sorted(CHAIN)  # listed by name, not in tech-tree order
+    assert "- make_iron_pickaxe:" in recipes and "collect_iron" in human
+
+
+def test_slow_prompt_has_the_worked_example_and_the_forced_move():
+    import json
+
+    from nodes.schemas import Decomposition
+
+    system, human = (str(m.content) for m in messages_for("slow", slow_context()))
+    example = system.split("Example: a Decomposition for the subtask collect_stone (the player already has a "
+                           "wood pickaxe):\n", 1)[1].split("\n\n", 1)[0]
+    parsed = Decomposition.model_validate(json.loads(example))  # the example is a valid answer
+    assert {a.kind for a in parsed.sub_actions} == {"code", "rl"}
+    assert parsed.sub_actions[-1].coded_actions == [a.name for a in parsed.sub_actions[:-1]]
+    assert "mark `mine_diamond_0` kind 'rl'" in human
+    assert "Outer iteration 2 of 3." in human
+    assert "Moved to rl" not in _text("slow", {**slow_context(), "forced_rl": None})
+
+
+def test_critic_prompt_shows_the_code_and_the_evidence():
+    system, human = (str(m.content) for m in messages_for("critic", critic_context()))
+    assert "move_to" in system and "success_given_start" in system
+    assert "def mine_diamond(game)" in human and "The test report the fast agent saw" in human
+    assert "success_given_start 0.25" in human and "Target success rate: 0.6." in human
+    assert "inner 2 of 3; outer 1 of 3" in human
+    assert "fast agent's error" not in human
+    bare = _text("critic", {"subtask": "collect_wood", "sub_action": {"name": "x", "kind": "rl"},
+                            "result": {"success_rate": 0.5}})
+    assert "The judged code" not in bare and "success_rate 0.5" in bare
+    failed = _text("critic", {**critic_context(), "code": None, "report": None, "fast_error": "WriteCode: no parse"})
+    assert "The fast agent's error (no answer of it could be used)\nWriteCode: no parse" in failed
+
+
+def test_examples_for_picks_the_template_kind_within_the_budget():
+    sources = example_sources()
+    assert list(examples_for("collect")) == ["collect_wood", "obtain_wood_pickaxe"]
+    assert list(examples_for("make")) == ["make_wood_pickaxe", "obtain_wood_pickaxe"]
+    assert list(examples_for("explore")) == ["explore", "obtain_wood_pickaxe", "stay_alive"]  # small enough
+    assert list(examples_for("custom")) == list(examples_for(None)) == ["collect_wood", "obtain_wood_pickaxe"]
+    assert list(examples_for("place", limit_chars=100)) == ["place_table"]  # its own kind is always given
+    assert len(examples_for("explore", limit=2)) == 2
+    assert all(src == sources[name] for name, src in examples_for("collect").items())
+
+
+def test_unknown_role_and_missing_context_raise_clear_errors():
+    with pytest.raises(ValueError, match="unknown role 'boss'"):
+        messages_for("boss", {})
+    with pytest.raises(ContextError, match="needs context keys: sub_action"):
+        messages_for("fast", {"subtask": "collect_wood"})
+    with pytest.raises(ContextError, match="mode must be 'code' or 'rl'"):
+        messages_for("fast", {**fast_context(), "mode": "both"})
+
+
+def test_unknown_keys_are_ignored_and_optional_ones_may_be_absent():
+    minimal = {"subtask": "collect_wood", "sub_action": {"name": "chop", "kind": "code"}}
+    text = _text("fast", {**minimal, "surprise": "never shown"})
+    assert "never shown" not in text and "Write the coded action `chop`" in text
+    assert "Answer with" in _text("planner", {"task": "collect_wood"})
+    assert "Answer with" in _text("slow", {"subtask": {"name": "collect_wood"}})
+
+
+def test_missing_placeholder_raises_a_clear_error(tmp_path, monkeypatch):
+    (tmp_path / "demo.md").write_text("Hello $name, see ${reference}. Costs $$5.\n")
+    monkeypatch.setattr(loader, "PROMPTS_DIR", tmp_path)
+    loader.template.cache_clear()
+    try:
+        filled = loader.render("demo", name="fast", reference="the API", unused=1)
+        assert filled == "Hello fast, see the API. Costs $5.\n"
+        with pytest.raises(loader.PromptTemplateError, match=r"prompts/demo.md needs a value for \$reference"):
+            loader.render("demo", name="fast")
+        with pytest.raises(loader.PromptTemplateError, match="no prompt text prompts/nothing.md"):
+            loader.render("nothing")
+        (tmp_path / "bad.md").write_text("price: $5\n")
+        with pytest.raises(loader.PromptTemplateError, match="malformed placeholder"):
+            loader.render("bad")
+    finally:
+        loader.template.cache_clear()
+
+
+def test_every_prompt_text_is_filled_by_its_role():
+    for role in ROLES:
+        for message in messages_for(role, WORST[role]()):
+            assert "$" not in str(message.content)
+    with pytest.raises(loader.PromptTemplateError, match=r"planner.md needs a value for \$achievements, \$rule_sheet"):
+        loader.render("planner")

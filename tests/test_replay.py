@@ -1,0 +1,49 @@
+"""A recorded SmolLM2 run (tests/fixtures/smollm2_harvest_log.jsonl, from `--record`) replays offline,
+without llama.cpp or any model: every call is matched by index and prompt hash, so the run takes the
+same decisions; a run that asks something else stops at the first call where it diverges."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from test_smollm2_run import ARGS
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "tests" / "fixtures" / "smollm2_harvest_log.jsonl"
+
+
+def _replay(out: Path, *args: str, fixture: Path = FIXTURE) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "graph.run", *args, "--out", str(out), "--run-id", "smol",
+                           "--replay", str(fixture)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+def test_the_committed_recording_replays_to_the_same_decisions(tmp_path):
+    done = _replay(tmp_path, *ARGS)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((tmp_path / "smol" / "report.json").read_text())
+    assert any(m["to"] == "rl" and m["forced"] for m in report["moves"])  # code revisions ran out: moved to RL
+    assert [m["kind"] for m in report["measurements"]][:2] == ["code", "code"]
+    assert any(m["kind"] == "rl" and m["steps"] >= 1000 for m in report["measurements"])
+    calls = sum(1 for line in FIXTURE.read_text().splitlines() if line.strip())
+    assert sum(u["calls"] - u["retries"] for u in report["usage"].values()) == calls
+
+
+def test_a_run_that_asks_something_else_names_the_call_where_it_diverges(tmp_path):
+    changed = [a if a != "6000" else "5000" for a in ARGS]  # another budget: the prompts say other numbers
+    done = _replay(tmp_path, *changed)
+    assert done.returncode != 0
+    assert "call" in done.stderr and "diverge" in done.stderr.lower(), done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+
+
+def test_a_recording_cut_short_says_so(tmp_path):
+    short = tmp_path / "short.jsonl"
+    short.write_text("".join(FIXTURE.read_text().splitlines(keepends=True)[:3]))
+    done = _replay(tmp_path / "out", *ARGS, fixture=short)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert "3" in done.stderr  # the call the recording does not hold
+    shutil.rmtree(tmp_path / "out", ignore_errors=True)
