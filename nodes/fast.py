@@ -24,7 +24,9 @@ from langchain_core.messages import AIMessage, RemoveMessage, ToolMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
 from langgraph.types import Command
+from pydantic import ValidationError
 
+from envs.seeds import RANGE_SIZE as SEED_RANGE
 from envs.seeds import train_seeds
 from envs.tasks import TASKS
 from nodes import library
@@ -63,10 +65,11 @@ def ppo_defaults(settings: RunSettings) -> dict[str, Any]:
             "progress": "none", "hidden_size": 64, "seed": settings.seed + 1}
 
 
-def test_seeds(settings: RunSettings, state: Mapping[str, Any]) -> list[int]:
+def code_test_seeds(settings: RunSettings, state: Mapping[str, Any]) -> list[int]:
     """Code-test seeds: training range, varied per subtask so tests do not all see the same worlds."""
-    offset = settings.seed * 1000 + 100 * int(state.get("subtask_index", 0))
-    return train_seeds(settings.code_test_episodes, offset=offset)
+    n = settings.code_test_episodes
+    offset = (settings.seed * 1000 + 100 * int(state.get("subtask_index", 0))) % (SEED_RANGE - n)
+    return train_seeds(n, offset=offset)
 
 
 def test_max_steps(settings: RunSettings, subtask: str) -> int:
@@ -89,7 +92,6 @@ class Library:
     def __init__(self, state: dict, settings: RunSettings):
         self.subtask = state["plan"][state["subtask_index"]]["name"]
         self.prior = prior_sources(state)
-        self.prefix = [p["main"] for p in self.prior if p.get("main")]
         self.pool: dict[str, str] = {}
         self.origin: dict[str, dict] = {}
         for p in self.prior:
@@ -103,6 +105,8 @@ class Library:
                 for name, source in split_functions(self.versions[sub["name"]]).items():
                     self.pool[name] = source
                     self.origin[name] = {"subtask": self.subtask, "kind": "code", "this_subtask": True}
+        # a skill whose entry is not among its functions (its code never defined it) cannot be replayed
+        self.prefix = [p["main"] for p in self.prior if p.get("main") in self.pool]
         self.max_steps = test_max_steps(settings, self.subtask)
 
     def with_code(self, code: str) -> dict[str, str]:
@@ -121,7 +125,7 @@ class Library:
 
     def head_sources(self, names: list[str]) -> list[str]:
         reach = self.reach_name()
-        plain = [n for n in names if n != reach]
+        plain = [n for n in names if n != reach and n in self.pool]
         sources = library.action_head_sources(self.pool, plain)
         if reach and reach in names:
             sources.append(library.prefix_action(self.pool, self.prefix, self.max_steps, reach))
@@ -258,6 +262,20 @@ def fast(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal["
     if not calls:
         return to_critic(update, "the fast agent called no tool")
     call = calls[0]
+    answer_names = {"WriteCode", "ConfigureRL", "TrainPolicy"}
+    if call["name"] in answer_names:
+        try:  # the model layer validated it already; a replayed or scripted answer is checked here again
+            args = schema.model_validate(call["args"]).model_dump() if call["name"] == schema.__name__ else None
+        except ValidationError as exc:
+            args = None
+            problem = str(exc).splitlines()[0]
+        else:
+            problem = f"answered {call['name']} where {schema.__name__} was asked"
+        if args is None:
+            return to_critic(update, f"unusable answer: {problem}")
+        call = {**call, "args": args}
+    elif call["name"] not in {getattr(t, "name", None) for t in context_of(runtime).plugin_tools}:
+        return to_critic(update, f"the fast agent called an unknown tool '{call['name']}'")
     if call["name"] == "WriteCode":
         return _write_code(current, update, settings, lib, target, call["args"], pending, answer)
     if call["name"] == "ConfigureRL":
@@ -277,8 +295,9 @@ def fast(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal["
                                  "config": config, "coded_action_names": list(args.get("coded_actions") or [])}]
         return _dispatch(current, update, [_call(CONFIGURE_TOOL, {"rl_config": config})], answer)
     if call["name"] == "TrainPolicy":
-        run_dir = settings.run_dir / "ppo" / (
-            f"{subtask}-o{state.get('outer_iter', 0)}-i{state.get('inner_iter', 0)}")
+        version = sum(1 for c in state.get("rl_configs", []) if c["subtask"] == subtask)
+        run_dir = settings.run_dir / "ppo" / (  # the config's version: a re-planned subtask keeps its old policy
+            f"{subtask}-o{state.get('outer_iter', 0)}-i{state.get('inner_iter', 0)}-v{version}")
         args = {"rl_config": context["configured"], "run_dir": str(run_dir.resolve())}
         return _dispatch(current, update, [_call(TRAIN_TOOL, args)], answer)
     return _dispatch(current, update, calls, answer)  # a plugin tool, called as the model wrote it
@@ -313,7 +332,7 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
         # testing the same code on the same seeds again would only spend the budget: the critic judges it
         return to_critic(update, "the fast agent resubmitted unchanged code")
     revision = int(state.get("inner_iter", 0)) + (1 if last.get("report") is not None and last else 0)
-    seeds = test_seeds(settings, state)
+    seeds = code_test_seeds(settings, state)
     if defined:
         pool = lib.with_code(code)
         actions = [a["name"] for a in state["decomposition"]["sub_actions"]

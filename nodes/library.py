@@ -16,6 +16,9 @@ from typing import Any
 from nodes.attempts import split_functions
 from prompts.fewshot import chain_as_action, chain_source, fill
 
+# What a chain's `main` calls besides its steps (prompts.fewshot.chain_source adds them when missing).
+CHAIN_HELPERS = ("explore", "stay_alive", "collect_drink", "collect_food")
+
 
 def functions_of(sources: Iterable[str]) -> dict[str, str]:
     """name -> source of every top-level function in `sources`; a later definition wins."""
@@ -81,7 +84,9 @@ def test_program(pool: Mapping[str, str], prefix: Sequence[str], actions: Sequen
     if len(order) == 1:
         needed = closure(pool, order)
         return "\n\n".join(pool[n].rstrip() for n in needed) + "\n", order[0]
-    return chain_source(dict(pool), order, max_steps), None
+    # only what the chain calls: the rest of the library would only lengthen the program
+    needed = closure(pool, [*order, *CHAIN_HELPERS])
+    return chain_source({n: pool[n] for n in needed}, order, max_steps), None
 
 
 def with_library(pool: Mapping[str, str], code: str) -> str:
@@ -93,7 +98,8 @@ def with_library(pool: Mapping[str, str], code: str) -> str:
 def prefix_action(pool: Mapping[str, str], prefix: Sequence[str], max_steps: int, name: str,
                   after: Sequence[str] = ()) -> str:
     """One coded action that plays the solved prefix of the plan (a policy starts in a fresh world)."""
-    return chain_as_action(dict(pool), list(prefix), max_steps, name, after)
+    needed = closure(pool, [*prefix, *CHAIN_HELPERS])
+    return chain_as_action({n: pool[n] for n in needed}, list(prefix), max_steps, name, after)
 
 
 def self_contained(pool: Mapping[str, str], name: str) -> str:

@@ -28,6 +28,7 @@ Verdict = Literal["pass", "revise", "move", "fail"]
 TemplateKind = Literal["collect", "place", "make", "explore", "custom"]
 
 NAME_RE = r"^[a-z][a-z0-9_]{0,47}$"
+MAX_SUB_ACTIONS = 8
 
 
 def _cut(limit: int):
@@ -69,6 +70,14 @@ class Plan(BaseModel):
     subtasks: list[Subtask] = Field(max_length=20, description="ordered subtasks, prerequisites first")
     reason: Prose400 = Field("", description="why this order")
 
+    @model_validator(mode="after")
+    def _each_once(self) -> Plan:
+        names = [s.name for s in self.subtasks]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:  # a subtask that came twice would be its own prerequisite
+            raise ValueError(f"each subtask comes once in a plan, repeated: {', '.join(dupes)}")
+        return self
+
 
 class SubAction(BaseModel):
     """One piece of a subtask's solution, either coded or learned with RL."""
@@ -76,6 +85,14 @@ class SubAction(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(pattern=NAME_RE, description="snake_case name; for code, the function name")
+
+    @field_validator("name")
+    @classmethod
+    def _not_reserved(cls, value: str) -> str:
+        # the names the graph gives its own coded actions: the test chain, the solved prefix, the executor's
+        if value == "main" or value.startswith(("reach_", "play_")):
+            raise ValueError(f"'{value}' is a name the graph uses for its own coded actions; pick another")
+        return value
     kind: Kind = Field(description="'code' (a program over the game API) or 'rl' (learned with PPO)")
     reason: Prose300 = Field(description="why code or RL for this sub-action")
     template: TemplateKind = Field(
@@ -94,7 +111,7 @@ class Decomposition(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     subtask: str = Field(max_length=48, description="the subtask these sub-actions solve")
-    sub_actions: list[SubAction] = Field(min_length=1, max_length=8,
+    sub_actions: list[SubAction] = Field(min_length=1, max_length=MAX_SUB_ACTIONS,
                                          description="sub-actions in order; the last one achieves the subtask")
     reason: Prose400 = Field("", description="what changed from the previous decomposition and why")
 
@@ -175,8 +192,9 @@ def configure_rl_answer(names: list[str], min_steps: int, max_steps: int) -> typ
     choice: Any = Literal[tuple(names)] if names else str  # type: ignore[valid-type]
     return create_model(
         "ConfigureRL", __base__=ConfigureRL, __doc__=ConfigureRL.__doc__,
-        coded_actions=(list[choice], Field(default_factory=list, max_length=16, description=(
-            "names of coded actions from the library to append to the policy's action head"))),
+        coded_actions=(list[choice], Field(default_factory=list, max_length=16 if names else 0, description=(
+            "names of coded actions from the library to append to the policy's action head"
+            if names else "the library has no coded action yet: leave this empty"))),
         # the graph fits the count into [min_steps, max_steps] (nodes.fast), as it fits every spend to the budget
         total_steps=(int, Field(ge=1, description=(
             f"environment steps of the training, {min_steps} to {max(min_steps, max_steps)}"))))

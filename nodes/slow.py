@@ -14,7 +14,7 @@ from nodes.context import RunContext, context_of
 from nodes.limits import limit_reached
 from nodes.models import ModelOutputError
 from nodes.recipes import recipe_facts, template_for
-from nodes.schemas import Decomposition, SubAction
+from nodes.schemas import MAX_SUB_ACTIONS, Decomposition, SubAction
 from nodes.settings import RunSettings
 from nodes.state import RLGPTState
 from prompts.templates import messages_for
@@ -43,11 +43,23 @@ def enforce_move(decomposition: dict, forced: str | None) -> tuple[dict, bool]:
     subs = decomposition["sub_actions"]
     if not forced or any(a["kind"] == "rl" for a in subs):
         return decomposition, False
+    subs = subs[:MAX_SUB_ACTIONS - 1]  # room for the policy within the schema's limit
+    names = {a["name"] for a in subs}
+    name = f"{decomposition['subtask']}_policy"[:40]
+    while name in names:  # never the name of a coded sub-action
+        name = f"{name}_rl"[:48]
     coded = [a["name"] for a in subs if a["kind"] == "code"]
     why = f"[graph] the code of '{forced}' ran out of revisions: learn when to call it"
-    policy = SubAction(name=f"{decomposition['subtask']}_policy"[:48], kind="rl", coded_actions=coded[:12],
-                       reason=why).model_dump()
-    return {**decomposition, "sub_actions": [*subs, policy]}, True
+    policy = SubAction(name=name, kind="rl", coded_actions=coded[:12], reason=why).model_dump()
+    return Decomposition.model_validate({**decomposition, "sub_actions": [*subs, policy]}).model_dump(), True
+
+
+def _fail(state: RLGPTState, name: str, exc: ModelOutputError) -> Command:
+    """The subtask fails for want of a decomposition: the planner re-plans around it."""
+    failed = {"subtask": name, "best_rate": float(((state.get("best") or {}).get(name) or {}).get(
+        "success_rate", 0.0)), "feedback": f"no valid decomposition: {exc.last_error[:300]}"}
+    return Command(goto="planner", update={"failed": failed, "route": "planner",
+                                            "events": [{"type": "subtask_failed", **failed}]})
 
 
 def slow(state: RLGPTState, runtime: Runtime[RunContext]) -> Command[Literal["attempt", "planner", "executor"]]:
@@ -63,11 +75,11 @@ def slow(state: RLGPTState, runtime: Runtime[RunContext]) -> Command[Literal["at
     except ModelOutputError as exc:
         previous = state.get("decomposition")
         if previous is None:  # nothing to fall back on: the subtask fails and the planner re-plans
-            failed = {"subtask": name, "best_rate": float(((state.get("best") or {}).get(name) or {}).get(
-                "success_rate", 0.0)), "feedback": f"no valid decomposition: {exc.last_error[:300]}"}
-            return Command(goto="planner", update={"failed": failed, "route": "planner",
-                                                    "events": [{"type": "subtask_failed", **failed}]})
-        answer = Decomposition.model_validate({**previous, "reason": "(kept: no valid answer from the model)"})
+            return _fail(state, name, exc)
+        try:
+            answer = Decomposition.model_validate({**previous, "reason": "(kept: no valid answer from the model)"})
+        except ValueError:  # a decomposition the graph extended past the schema: nothing sound to keep
+            return _fail(state, name, exc)
     decomposition = answer.model_dump()
     decomposition["subtask"] = name  # the subtask is the node's fact, not the model's choice
     decomposition, forced = enforce_move(decomposition, state.get("forced_rl"))

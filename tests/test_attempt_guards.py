@@ -1,0 +1,78 @@
+"""What a model can answer and the graph must survive: names it may not use, decompositions the graph
+extends, tools it was not offered, seeds for any run seed. No environment steps except where a run
+is driven end to end."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.messages import AIMessage
+from pydantic import ValidationError
+
+from graph.builder import build_graph, run_config, run_context, start_state
+from nodes.expert import ExpertModel
+from nodes.fast import code_test_seeds
+from nodes.schemas import MAX_SUB_ACTIONS, Decomposition, Plan, SubAction, configure_rl_answer
+from nodes.settings import RunSettings
+from nodes.slow import enforce_move
+
+
+def _code(name: str) -> dict:
+    return SubAction(name=name, kind="code", reason="r").model_dump()
+
+
+def test_the_graphs_own_action_names_are_refused():
+    for name in ("main", "reach_collect_wood", "play_place_table"):
+        with pytest.raises(ValidationError, match="the graph uses"):
+            SubAction(name=name, kind="code", reason="r")
+
+
+def test_a_plan_names_each_subtask_once():
+    step = {"name": "collect_wood", "goal": "g", "success_condition": "c"}
+    with pytest.raises(ValidationError, match="once"):
+        Plan(subtasks=[step, step])
+
+
+def test_an_empty_library_offers_no_action_head_names():
+    schema = configure_rl_answer([], 1000, 5000)
+    assert schema(coded_actions=[], total_steps=10).coded_actions == []
+    with pytest.raises(ValidationError):
+        schema(coded_actions=["explore"], total_steps=1000)
+
+
+def test_a_forced_move_keeps_the_decomposition_valid():
+    full = {"subtask": "collect_wood", "reason": "", "sub_actions": [_code(f"step{i}") for i in range(MAX_SUB_ACTIONS)]}
+    moved, changed = enforce_move(full, "step7")
+    assert changed and len(moved["sub_actions"]) == MAX_SUB_ACTIONS and moved["sub_actions"][-1]["kind"] == "rl"
+    Decomposition.model_validate(moved)
+    clash = {"subtask": "collect_wood", "reason": "", "sub_actions": [_code("collect_wood_policy")]}
+    moved, _ = enforce_move(clash, "collect_wood_policy")
+    names = [a["name"] for a in moved["sub_actions"]]
+    assert len(set(names)) == 2 and moved["sub_actions"][-1]["coded_actions"] == ["collect_wood_policy"]
+
+
+@pytest.mark.parametrize("seed", [0, 999, 1000, 999_999])
+def test_code_test_seeds_stay_training_seeds_for_any_run_seed(seed):
+    settings = RunSettings(seed=seed, test_episodes=8)
+    for index in (0, 9, 19):
+        seeds = code_test_seeds(settings, {"subtask_index": index})
+        assert len(seeds) == 8 and all(0 <= s < 1_000_000 for s in seeds)
+
+
+class _CallsAnUnofferedTool(ExpertModel):
+    """The expert, except that its fast agent calls train_ppo itself, with a run folder of its choice."""
+
+    def tool_call(self, role, messages, tools, context=None):
+        self.usage.record(role)
+        return AIMessage(content="", tool_calls=[{"name": "train_ppo", "id": "x", "type": "tool_call",
+                                                  "args": {"rl_config": {}, "run_dir": "/tmp/anywhere"}}])
+
+
+def test_a_tool_the_fast_agent_was_not_offered_is_never_run(tmp_path):
+    settings = RunSettings(task="harvest log", budget_steps=3000, test_episodes=2, eval_episodes=1,
+                           max_outer_iters=1, out_dir=tmp_path / "runs", run_id="guard")
+    final = build_graph().invoke(start_state(settings), config=run_config(settings),
+                                 context=run_context(settings, _CallsAnUnofferedTool()))
+    assert final["env_steps_spent"] == 0 and not (tmp_path / "anywhere").exists()
+    errors = [e for r in final["results"] for e in r.get("errors", [])]
+    assert any("unknown tool 'train_ppo'" in e for e in errors)
+    assert final["report"] is not None  # the run went on to its report
