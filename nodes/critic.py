@@ -28,7 +28,7 @@ from nodes.exits import exit_to
 from nodes.fast import start_attempt_update
 from nodes.limits import MIN_TRAIN_STEPS, budget_left, limit_reached
 from nodes.models import ModelOutputError
-from nodes.rounds import judged_sub_action, record_round
+from nodes.rounds import judged_sub_action, measure_event, record_round
 from nodes.schemas import Critique
 from nodes.skills_io import save_skill, skill_from_attempt
 from nodes.state import AttemptState, current_decomposition, with_update
@@ -106,11 +106,7 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
             f"{'; ' + fast_error if fast_error else ''}): moving '{judged['name']}' to rl. {c['feedback']}")[:600])
     update.update({
         "critiques": [{**c, "subtask": subtask, "kind": judged["kind"], "outer_iter": outer, "inner_iter": inner}],
-        "events": [{"type": "measure", "subtask": subtask, "sub_action": judged["name"], "kind": judged["kind"],
-                    "success_rate": result["success_rate"], "episodes": result.get("episodes"),
-                    "started": result.get("started"), "success_given_start": result.get("success_given_start"),
-                    "steps": result.get("steps"), "verdict": c["verdict"], "outer_iter": outer,
-                    "inner_iter": inner}]})
+        "events": [measure_event(result, c["verdict"])]})
     if c["verdict"] == "move":
         update["events"].append({"type": "move", "subtask": subtask, "sub_action": judged["name"],
                                  "from": judged["kind"], "to": c["move_to"], "success_rate": result["success_rate"],

@@ -38,16 +38,15 @@ from nodes.attempts import (
     last_tool_round,
     report_of,
     split_functions,
-    summarise_code_runs,
 )
 from nodes.context import RunContext, context_of
 from nodes.exits import exit_to
 from nodes.limits import MIN_TRAIN_STEPS, budget_left, fit_calls_to_budget, limit_reached
 from nodes.models import ModelOutputError
-from nodes.rounds import judged_sub_action, record_round, round_id
+from nodes.rounds import judged_sub_action, measure_event, record_round, round_id
 from nodes.schemas import TrainPolicy, configure_rl_answer, write_code_answer
 from nodes.settings import RunSettings
-from nodes.skills_io import prerequisite_achievements, prior_sources
+from nodes.skills_io import prior_sources
 from nodes.state import AttemptState, current_decomposition, log_lengths, with_update
 from prompts.fewshot import examples_for
 from prompts.templates import messages_for
@@ -141,16 +140,13 @@ def _call(name: str, args: dict) -> dict:
     return {"name": name, "args": args, "id": f"call_{uuid.uuid4().hex[:12]}", "type": "tool_call"}
 
 
-def test_report(state: Mapping[str, Any], settings: RunSettings) -> dict[str, Any] | None:
-    """The last code-test round as the fast agent and the critic read it: summary numbers and text."""
+def report_text(state: Mapping[str, Any]) -> str:
+    """The last code-test round as the fast agent and the critic read it (its numbers are the round's
+    result, nodes.rounds.record_round)."""
     from tools.run_code import summarise_reports_for_agent  # heavy (the sandbox): only with a code round
 
-    round_ = [m for m in last_tool_round(state.get("messages") or []) if m.name == CODE_TOOL]
-    if not round_:
-        return None
-    reports: list[Any] = [report_of(m) for m in round_]
-    text = summarise_reports_for_agent(reports, max_chars=REPORT_CHARS)
-    return {**summarise_code_runs(reports, prerequisite_achievements(state)), "text": text}
+    reports: list[Any] = [report_of(m) for m in last_tool_round(state.get("messages") or []) if m.name == CODE_TOOL]
+    return summarise_reports_for_agent(reports, max_chars=REPORT_CHARS) if reports else ""
 
 
 def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: Library, mode: str, sub_action: dict,
@@ -208,22 +204,15 @@ def fast(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal["
     if any(m.name == TRAIN_TOOL for m in round_):  # a training measures the attempt: the critic judges it
         return Command(goto="critic", update=update)
     if any(m.name == CODE_TOOL for m in round_):  # back from a code test: repair it, or the critic judges it
-        report = test_report(current, settings)
-        attempt = {**(state.get("last_attempt") or {}), "report": report["text"] if report else "",
-                   "result": {k: report[k] for k in ("success_rate", "success_given_start", "outcomes",
-                                                     "per_seed")} if report else {}}
-        update["last_attempt"] = attempt
+        measured = current.get("last_result") or {}
+        update["last_attempt"] = {
+            **(state.get("last_attempt") or {}), "report": report_text(current),
+            "result": {k: measured.get(k) for k in ("success_rate", "success_given_start", "outcomes", "per_seed")}}
         current = with_update(state, update)
-        passed = report is not None and judged_rate(report) >= settings.target_success
+        passed = bool(measured) and judged_rate(measured) >= settings.target_success
         if passed or int(current.get("inner_iter", 0)) >= settings.max_inner_iters:
             return Command(goto="critic", update=update)
-        result = current.get("last_result") or {}
-        update["events"] = [{"type": "measure", "subtask": subtask, "sub_action": result.get("sub_action"),
-                             "kind": "code", "success_rate": result.get("success_rate", 0.0),
-                             "episodes": result.get("episodes"), "started": result.get("started"),
-                             "success_given_start": result.get("success_given_start"), "steps": result.get("steps"),
-                             "verdict": "repair", "outer_iter": state.get("outer_iter", 0),
-                             "inner_iter": state.get("inner_iter", 0)}]
+        update["events"] = [measure_event(measured, "repair")]
         current = with_update(state, update)
 
     stop = limit_reached(current, settings, model, need_steps=MIN_TRAIN_STEPS if learned else 1)

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from nodes.attempts import split_functions
-from prompts.fewshot import chain_as_action, chain_source, fill
+from prompts.fewshot import chain_as_action, chain_source
 
 # What a chain's `main` calls besides its steps (prompts.fewshot.chain_source adds them when missing).
 CHAIN_HELPERS = ("explore", "stay_alive", "collect_drink", "collect_food")
@@ -128,15 +128,3 @@ def _decorator_lines(source: str, name: str) -> list[str]:
 def action_head_sources(pool: Mapping[str, str], names: Sequence[str]) -> list[str]:
     """One self-contained source per chosen coded action, for an RL configuration."""
     return [self_contained(pool, n) for n in names]
-
-
-def template_source(sub_action: Mapping[str, Any]) -> str | None:
-    """The few-shot example filled in for a sub-action that names a template (the expert's first code)."""
-    kind = sub_action.get("template")
-    if kind == "collect" and sub_action.get("target") and sub_action.get("item"):
-        return fill("collect", material=sub_action["target"], item=sub_action["item"])
-    if kind in ("place", "make") and sub_action.get("item"):
-        return fill(kind, item=sub_action["item"])
-    if kind == "explore":
-        return fill("explore")
-    return None

@@ -18,7 +18,6 @@ from typing import Any
 
 from envs.game_api import MAKE_RECIPES, PLACE_RECIPES
 
-MAX_TEST_STEPS = 10_000  # tools.run_code.MAX_STEPS_LIMIT
 EXPLORE_ROUNDS = 25
 GATHER_ROUNDS = 12
 
@@ -98,7 +97,9 @@ def repair(sub: Mapping[str, Any], last: Mapping[str, Any], c: Mapping[str, Any]
     left = int(c["limits"]["budget_left"])
     seeds = max(1, int(c["limits"]["test_seeds"]))
     if _share(failures, ("out_of_steps", "timeout")) >= 0.5:
-        more = min(2 * max_steps, MAX_TEST_STEPS, max(left // seeds, 1))
+        from tools.run_code import MAX_STEPS_LIMIT  # the sandbox and Crafter: only when this rule fires
+
+        more = min(2 * max_steps, MAX_STEPS_LIMIT, max(left // seeds, 1))
         if more > max_steps:
             return {"code": code, "max_steps": more,
                     "note": f"tests ran out of steps: max_steps {max_steps} -> {more}"}

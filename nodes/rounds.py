@@ -74,3 +74,13 @@ def record_round(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict | None]
         best[subtask] = result
     return {**update, "best": best, "results": [result], "last_result": result}, result
 
+
+
+MEASURE_FIELDS = ("subtask", "sub_action", "kind", "success_rate", "episodes", "started", "success_given_start",
+                  "steps", "outer_iter", "inner_iter")
+
+
+def measure_event(result: Mapping[str, Any], verdict: str) -> dict[str, Any]:
+    """The events-log entry of a measured round: its numbers and what was decided on them ('repair' when
+    the fast agent repairs from it, else the critic's verdict)."""
+    return {"type": "measure", **{k: result.get(k) for k in MEASURE_FIELDS}, "verdict": verdict}
