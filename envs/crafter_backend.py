@@ -135,7 +135,27 @@ class CrafterBackend:
         return dict(self._sim._player.inventory)
 
     def render(self) -> np.ndarray:
-        return self._sim.render()
+        """The player's view as Crafter draws it, for a human (debugging GIFs); like frame(), it leaves the
+        simulation exactly as it was."""
+        return self._drawn_aside(self._sim.render)
+
+    def frame(self, size: int = 64) -> np.ndarray:
+        """An RGB picture of the player's view, `size` x `size` pixels, for a human to watch (videos)."""
+        if size < 9:
+            raise ValueError(f"a frame needs at least 9 pixels a side (one per view cell), got {size}")
+        return self._drawn_aside(lambda: self._sim.render((int(size), int(size))))  # a tuple: `size or self._size`
+
+    def _drawn_aside(self, draw) -> np.ndarray:
+        """Crafter draws its night-time noise from the world's random generator, the one that also moves the
+        creatures, so a picture drawn mid-episode for a human would change what happens next. The
+        generator's state is put back after drawing. (The pixel policy observation draws with it on every
+        step, as Crafter itself does, so its dynamics stay Crafter's.)"""
+        rng = self._sim._world.random
+        state = rng.get_state()
+        try:
+            return draw()
+        finally:
+            rng.set_state(state)
 
     def policy_space(self, obs_kind: str) -> gym.Space:
         if obs_kind == "symbolic":

@@ -118,3 +118,10 @@ class CrafterEnv(TaskEnv):
     def __init__(self, task: str | Task = "collect_wood", obs_kind: str = "symbolic",
                  max_steps: int | None = None, reward: str = "task", render_mode: str | None = "rgb_array"):
         super().__init__(CrafterBackend(), task, obs_kind, max_steps, reward, render_mode)
+
+    def frame(self, size: int = 64):
+        """A picture of the current state for a human (`CrafterBackend.frame`): it leaves the episode as it was."""
+        backend = self.backend
+        if not isinstance(backend, CrafterBackend):
+            raise TypeError("frame() needs the Crafter backend")
+        return backend.frame(size)

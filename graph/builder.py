@@ -45,9 +45,19 @@ from nodes.subtask import subtask
 # setting (graph.run lifts the limit far above this anyway).
 RECURSION_REPLANS = RunSettings.model_fields["max_replans"].default
 
-# When each route is taken, for the drawings (LangGraph's `destinations` labels).
+# When each route is taken, for the drawings (LangGraph's `destinations` labels): deciding node -> target
+# -> label. Every target in a node's `Command[Literal[...]]` has one (tests/test_draw.py checks it).
 ATTEMPT_EXITS = {"slow": "move / revise", "subtask": "pass / keep best", "planner": "re-plan",
                  "executor": "limit reached"}
+ROUTE_LABELS: dict[str, dict[str, str]] = {
+    "planner": {"subtask": "plan / re-plan", "executor": "no plan / limit"},
+    "subtask": {"slow": "no passing skill", "executor": "plan done / limit"},
+    "slow": {"attempt": "decomposition", "planner": "no decomposition", "executor": "limit reached"},
+    "fast": {"tools": "code test / training / tool", "critic": "judge: passed, revisions out, trained",
+             "fast": "next coded action", "leave": "limit reached"},
+    "critic": {"fast": "revise: train longer", "leave": "pass / move / re-plan / limit"},
+}
+PLUGIN_LABEL = "then the plugin nodes"
 OUTER_NODES: dict[str, Callable] = {"planner": planner, "subtask": subtask, "slow": slow,
                                     "executor": executor, "report": report}
 ATTEMPT_NODES: dict[str, Callable] = {"fast": fast, "critic": critic}
@@ -97,12 +107,13 @@ def _add_nodes(builder: StateGraph[Any, Any, Any, Any], nodes: dict[str, Callabl
     for name, fn in nodes.items():
         chain = by_anchor.get(name, [])
         targets = command_targets(fn)
+        labels = route_labels(name, targets)
         if not chain:
-            builder.add_node(name, fn)
+            builder.add_node(name, fn, destinations=labels or None)
             continue
         first = chain[0].name
         if targets:
-            builder.add_node(name, _through_plugins(fn, first), destinations=(first,))
+            builder.add_node(name, _through_plugins(fn, first), destinations={first: PLUGIN_LABEL})
         else:
             builder.add_node(name, fn)
             builder.add_edge(name, first)
@@ -111,18 +122,27 @@ def _add_nodes(builder: StateGraph[Any, Any, Any, Any], nodes: dict[str, Callabl
             builder.add_edge(spec.name, following.name)
         last = chain[-1]
         builder.add_node(last.name, last.fn)
-        if targets:
-            builder.add_conditional_edges(last.name, _resume_route(targets), list(targets))
+        if targets:  # path map label -> target: the drawing shows the label
+            builder.add_conditional_edges(last.name, _resume_route(labels), {v: k for k, v in labels.items()})
         elif name in STATIC_EDGES:
             builder.add_edge(last.name, STATIC_EDGES[name])
 
 
-def _resume_route(targets: tuple[str, ...]) -> Callable[[dict], str]:
+def route_labels(name: str, targets: Sequence[str]) -> dict[str, str]:
+    """target -> when it is taken, for each of a node's Command targets (the target's own name when
+    ROUTE_LABELS has no words for it, as for a plugin node's own Command)."""
+    known = ROUTE_LABELS.get(name, {})
+    return {t: known.get(t, t) for t in targets}
+
+
+def _resume_route(labels: dict[str, str]) -> Callable[[dict], str]:
+    """After the plugin chain: the label of the target the deciding node chose (the path map's key)."""
+
     def route(state: dict) -> str:
         target = state.get("plugin_next")
-        if target not in targets:
-            raise ValueError(f"no route '{target}' after the plugin nodes; expected one of {', '.join(targets)}")
-        return str(target)
+        if target not in labels:
+            raise ValueError(f"no route '{target}' after the plugin nodes; expected one of {', '.join(labels)}")
+        return labels[str(target)]
 
     return route
 
@@ -139,9 +159,9 @@ def _check_plugins(specs: Sequence[Any]) -> None:
         taken.add(spec.name)
 
 
-def build_attempt_graph(tools: Sequence[Any], specs: Sequence[Any] = ()):
+def build_attempt_graph(tools: Sequence[Any], specs: Sequence[Any] = (), context_schema: Any = RunContext):
     """The fast <-> tools <-> critic loop of one attempt, with its own messages."""
-    builder = StateGraph(AttemptState, context_schema=RunContext)
+    builder = StateGraph(AttemptState, context_schema=context_schema)
     inner_specs = [s for s in specs if s.after in ("fast", "tools", "critic")]
     _add_nodes(builder, ATTEMPT_NODES, inner_specs)
     tool_specs = [s for s in inner_specs if s.after == "tools"]
@@ -158,9 +178,13 @@ def build_attempt_graph(tools: Sequence[Any], specs: Sequence[Any] = ()):
     return builder.compile()
 
 
-def build_graph(checkpointer: Any = None, plugins: Any = None):
+def build_graph(checkpointer: Any = None, plugins: Any = None, input_schema: Any = None,
+                context_schema: Any = RunContext):
     """The compiled graph. `plugins`: a graph.plugins.Plugins (extra tools for the fast agent, extra
-    nodes). Invoke it with `context=run_context(settings, model, plugins)`."""
+    nodes). Invoke it with `context=run_context(settings, model, plugins)`. `input_schema`: what a run
+    starts from when not the full state of `start_state`; `context_schema`: what LangGraph makes of a
+    context given as plain data. graph.studio passes nodes.state.RunInput and None (its runs' contexts
+    come from nodes.context's default)."""
     tools = core_tools() + list(getattr(plugins, "tools", []) or [])
     names = [t.name for t in tools]
     dupes = sorted({n for n in names if names.count(n) > 1})
@@ -169,10 +193,10 @@ def build_graph(checkpointer: Any = None, plugins: Any = None):
     specs = list(getattr(plugins, "nodes", []) or [])
     _check_plugins(specs)
 
-    builder = StateGraph(RLGPTState, context_schema=RunContext)
+    builder = StateGraph(RLGPTState, context_schema=context_schema, input_schema=input_schema)
     outer_specs = [s for s in specs if s.after in OUTER_NODES]
     _add_nodes(builder, {k: v for k, v in OUTER_NODES.items() if k in ("planner", "subtask", "slow")}, outer_specs)
-    builder.add_node("attempt", build_attempt_graph(tools, specs), destinations=ATTEMPT_EXITS)
+    builder.add_node("attempt", build_attempt_graph(tools, specs, context_schema), destinations=ATTEMPT_EXITS)
     _add_nodes(builder, {k: v for k, v in OUTER_NODES.items() if k in ("executor", "report")}, outer_specs)
     for name in ("executor", "report"):
         if not any(s.after == name for s in outer_specs):

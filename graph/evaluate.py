@@ -51,7 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vector-mode", choices=VECTOR_MODE_CHOICES,
                    help="how every PPO training steps its envs (default sync: the same figures on any machine; "
                         "actors: fastest on many cores, cells cached apart; docs/performance.md)")
+    p.add_argument("--ray", metavar="ADDRESS",
+                   help="measure the cells in parallel, one Ray task each, on this cluster: HOST:PORT of its head "
+                        "or 'auto'; same cache and report as a serial run (docs/scaling.md)")
     p.add_argument("--no-resume", action="store_true", help="ignore the cell cache and measure everything again")
+    p.add_argument("--no-videos", action="store_true", help="no GIFs of play for table 1 (default: one per method "
+                                                            "in OUT/videos/, under 2 MB each)")
     return p
 
 
@@ -71,7 +76,7 @@ def config_from(args: argparse.Namespace) -> EvalConfig:
     if "tasks" in values:
         values["tasks"] = tuple(get_task(t).name for t in values["tasks"])
     out = args.out or Path("results/quick" if args.quick else "results/full")
-    cfg = EvalConfig(out=out, quick=args.quick, **values)
+    cfg = EvalConfig(out=out, quick=args.quick, videos=not args.no_videos, **values)
     for name in ("budget", "task_budget"):
         if getattr(cfg, name) < 1_000:
             raise ValueError(f"--{name.replace('_', '-')} must be at least 1000 env steps (the smallest PPO run)")
@@ -91,13 +96,18 @@ def parse_tables(text: str) -> list[int]:
     return chosen
 
 
-def run(cfg: EvalConfig, tables: list[int], resume: bool = True, command: str = "") -> tuple[list[Table], Path]:
+def run(cfg: EvalConfig, tables: list[int], resume: bool = True, command: str = "",
+        on_ray: bool = False) -> tuple[list[Table], Path]:
     from graph.evaluation.cache import CellCache
     from graph.evaluation.report import machine, now, print_tables, write_results
 
     cache = CellCache(cfg.out / "cells", enabled=resume)
-    runner = Runner(cfg, cache)
     start = time.time()
+    if on_ray:  # the missing cells first, in parallel on the cluster; the tables are then built as below
+        from graph.evaluation.ray_cells import measure_on_ray
+
+        cache = measure_on_ray(cfg, tables, cache)
+    runner = Runner(cfg, cache)
     built: list[Table] = []
     for number in tables:
         print(f"== table {number} ==", flush=True)
@@ -124,8 +134,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     command = "python -m graph.evaluate " + " ".join(shlex.quote(a) for a in (argv if argv is not None
                                                                                 else sys.argv[1:]))
+    from rl.ray_cluster import RayClusterError, session
+
+    if args.ray is not None and cfg.vector_mode == "ray":
+        print("error: with --ray every cell is one Ray task, and a training inside it would wait for CPUs that the "
+              "other cells hold: use --vector-mode sync or actors with --ray", file=sys.stderr)
+        return 2
     try:
-        run(cfg, tables, resume=not args.no_resume, command=command.strip())
+        with session(args.ray, connect_now=args.ray is not None or cfg.vector_mode == "ray"):
+            run(cfg, tables, resume=not args.no_resume, command=command.strip(), on_ray=args.ray is not None)
+    except RayClusterError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"\ninterrupted; finished cells are kept in {cfg.out / 'cells'}: run the same command again "
               "to continue", file=sys.stderr)

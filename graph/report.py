@@ -9,18 +9,27 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from graph.pictures import RUN_GRAPH_STEM, TIMELINE_FILE
 from nodes.report import rate_of
 
 # how each kind of skill rate was measured (nodes.skills.RateSource), for the skill lines
 RATE_SOURCE_TEXT = {"code_tests": "in code tests", "training": "in training", "validation": "on validation seeds",
                     "none": "(no measurement)"}
+# The pictures graph.run leaves in the run folder (graph.pictures), in the order the report shows them;
+# then any GIF in VIDEO_DIR (graph.video's folder), captioned from its JSON sidecar when it has one.
+PICTURES = ((f"{RUN_GRAPH_STEM}.png", "The run drawn over the graph: each node's visits, time and env steps, "
+                                      "each edge's traversals (from the run's checkpoints).",
+             f"{RUN_GRAPH_STEM}.mmd"),
+            (TIMELINE_FILE, "The subtasks on a timeline: each attempt (code tests or a training) with its success "
+                            "and env steps, the moves between code and RL, the attempt that became the skill.", None))
+VIDEO_DIR = "videos"
 
 
 # ---- rendering -------------------------------------------------------------------------------
@@ -96,7 +105,45 @@ def summary_tables(report: Mapping[str, Any]) -> list[Table]:
     return [subs, totals, usage]
 
 
-def render_markdown(report: Mapping[str, Any]) -> str:
+def _video_caption(gif: Path) -> str:
+    """What a video shows, from its sidecar (same name, .json) when there is one."""
+    try:
+        info = json.loads(gif.with_suffix(".json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        info = None
+    if not isinstance(info, Mapping):
+        return gif.stem.replace("_", " ")
+    text = str(info.get("title") or gif.stem.replace("_", " "))
+    details = [str(info[k]) for k in ("outcome",) if info.get(k)]
+    if isinstance(info.get("episode_steps"), int):
+        details.append(f"{info['episode_steps']:,} steps")
+    if isinstance(info.get("seed"), int):
+        details.append(f"seed {info['seed']}")
+    return text + (f" ({', '.join(details)})" if details else "")
+
+
+def run_pictures(run_dir: Path) -> list[tuple[str, str, str | None]]:
+    """(path relative to the run folder, caption, a related text file or None) of each picture and
+    video present in `run_dir`."""
+    found: list[tuple[str, str, str | None]] = []
+    for name, caption, source in PICTURES:
+        if (run_dir / name).is_file():
+            found.append((name, caption, source if source and (run_dir / source).is_file() else None))
+    for gif in sorted((run_dir / VIDEO_DIR).glob("*.gif")):
+        found.append((f"{VIDEO_DIR}/{gif.name}", _video_caption(gif), None))
+    return found
+
+
+def _pictures_markdown(pictures: Sequence[tuple[str, str, str | None]]) -> list[str]:
+    lines = ["", "## Pictures", ""]
+    for path, caption, source in pictures:
+        lines += [f"![{caption}]({path})", "", caption + (f" Mermaid text: [{source}]({source})." if source else ""),
+                  ""]
+    return lines[:-1]
+
+
+def render_markdown(report: Mapping[str, Any], pictures: Sequence[tuple[str, str, str | None]] = ()) -> str:
+    """report.md; `pictures` (`run_pictures`): the pictures and videos in the run folder, linked relatively."""
     lines = [f"# RL-GPT run `{report['run_id']}`", "",
              f"- task: {report['task_text']} (`{report['task']}`), env {report['env']}",
              f"- model: {report['model']}", f"- status: {report['status']}; "
@@ -129,6 +176,8 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         lines.append(f"- {k['subtask']}: `{k['name']}` ({k['kind']}, {_pct(k['success_rate'])}{_measured(k)}"
                      f"{', reused' if k['reused'] else ''}) "
                      + (f"`{k['path']}`" if k["path"] else "(not saved: below the threshold)"))
+    if pictures:
+        lines += _pictures_markdown(pictures)
     return "\n".join(lines) + "\n"
 
 
@@ -140,10 +189,11 @@ def _atomic_text(path: Path, text: str) -> None:
 
 
 def write_report(report: Mapping[str, Any], run_dir: Path) -> tuple[Path, Path]:
-    """Write report.md and report.json into the run folder; returns their paths."""
+    """Write report.md (linking the pictures and videos already in the run folder) and report.json into
+    the run folder; returns their paths."""
     run_dir.mkdir(parents=True, exist_ok=True)
     md, js = run_dir / "report.md", run_dir / "report.json"
-    _atomic_text(md, render_markdown(report))
+    _atomic_text(md, render_markdown(report, run_pictures(run_dir)))
     _atomic_text(js, json.dumps(report, indent=2, default=str))
     return md, js
 

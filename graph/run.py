@@ -90,8 +90,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"success rate at which a skill is reused (default: {d['skill_threshold'].default})")
     p.add_argument("--seed", type=int, help=f"training/code-test seed, below 1000000 (default: {d['seed'].default})")
     p.add_argument("--vector-mode", choices=VECTOR_MODE_CHOICES,
-                   help="how PPO steps its envs: sync (default; the same run on any machine) or actors "
-                        "(fastest on many cores; docs/performance.md)")
+                   help="how PPO steps its envs: sync (default; the same run on any machine), actors "
+                        "(fastest on many cores; docs/performance.md) or ray (actors on a Ray cluster)")
+    p.add_argument("--ray", metavar="ADDRESS",
+                   help="run the code tests as Ray tasks (one per test seed) on this cluster, and --vector-mode "
+                        "ray there: HOST:PORT of its head, 'auto' or 'local' (--vector-mode ray without --ray: "
+                        "RAY_ADDRESS, else a local Ray; docs/scaling.md)")
     p.add_argument("--out", "--out-dir", dest="out_dir", type=Path, metavar="DIR",
                    help=f"output folder for checkpoints, skills and reports (default: {d['out_dir'].default})")
     p.add_argument("--skills-dir", type=Path, metavar="DIR", help="skill library folder (default: OUT/skills)")
@@ -287,6 +291,32 @@ def _node_summary(update: Any) -> str:
     return (f"{kind}: {text}" if kind and text else kind or text)[:120]
 
 
+def _write_videos(settings: RunSettings, values: dict[str, Any]) -> None:
+    """GIFs of two held-out episodes of the final chain into RUN_DIR/videos/ (graph/video.py), before the
+    report is written so that it can show them. A video that cannot be made costs one warning line."""
+    try:
+        from graph.video import write_run_videos
+
+        for path in write_run_videos(values.get("evaluation"), settings.run_dir):
+            print(f"video: {path}")
+    except Exception as e:  # never lose a finished run over its pictures
+        why = (str(e).splitlines() or [""])[0]
+        print(f"warning: no videos of play: {type(e).__name__}: {why}", file=sys.stderr)
+
+
+def _write_pictures(graph: Any, config: dict, settings: RunSettings) -> None:
+    """The run drawn over the graph and its timeline into the run folder (graph/pictures.py), before the
+    report is written so that it can show them. A picture that cannot be drawn costs one warning line."""
+    try:
+        from graph.pictures import write_run_pictures
+
+        for path in write_run_pictures(graph, config, settings.run_dir):
+            print(f"picture: {path}")
+    except Exception as e:  # never lose a finished run over its pictures
+        why = (str(e).splitlines() or [""])[0]
+        print(f"warning: no pictures of the run: {type(e).__name__}: {why}", file=sys.stderr)
+
+
 def execute(settings: RunSettings, resumed: bool, live: bool | None, task_text: str | None = None,
             record: Path | None = None) -> int:
     from nodes.model_factory import make_model
@@ -330,6 +360,8 @@ def _execute(settings: RunSettings, resumed: bool, live: bool | None, task_text:
         if resumed and not fresh and not snapshot.next and not snapshot.tasks:
             print(f"run {settings.run_id} had already finished; its summary:", file=sys.stderr)
             old_log = RunLog(settings.run_dir, resumed=True, read_only=True)
+            _write_videos(settings, snapshot.values)  # kept as they are when they already show these episodes
+            _write_pictures(graph, config, settings)
             report = build_report(settings, snapshot.values, old_log.wall_s, usage=old_log.usage())
             print_summary(report, *write_report(report, settings.run_dir))
             return EXIT_OK
@@ -384,6 +416,8 @@ def _execute(settings: RunSettings, resumed: bool, live: bool | None, task_text:
             return EXIT_FAILED
         run_log.close()
         final = graph.get_state(config)
+        _write_videos(settings, final.values)
+        _write_pictures(graph, config, settings)
         report = build_report(settings, final.values, run_log.wall_s, model_name=getattr(model, "name", ""),
                               usage=run_log.usage())
         print_summary(report, *write_report(report, settings.run_dir))
@@ -409,8 +443,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.list_runs:
             return list_runs(args.out_dir or RunSettings.model_fields["out_dir"].default)
         settings, resumed = _settings_from_args(args)
-        return execute(settings, resumed, live=False if args.no_live else None, task_text=args.task,
-                       record=args.record)
+        from rl.ray_cluster import RayClusterError, session
+
+        try:  # the cluster is joined before the run starts, so that a wrong address fails at once
+            with session(args.ray, connect_now=args.ray is not None or settings.vector_mode == "ray"):
+                return execute(settings, resumed, live=False if args.no_live else None, task_text=args.task,
+                               record=args.record)
+        except RayClusterError as e:
+            raise RunError(str(e)) from None
     except RunError as e:
         print(f"error: {e}", file=sys.stderr)
         return e.code

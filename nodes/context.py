@@ -7,6 +7,7 @@ and a resumed run passes them again.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,12 +21,16 @@ class RunContext:
     plugin_tools: tuple[Any, ...] = field(default=())  # extra tools the fast agent may call (graph.plugins)
 
 
-_default: RunContext | None = None
+# What runs started without a context get: one RunContext for all, or a function of the LangGraph
+# thread id (None outside a thread) that gives each thread its own.
+DefaultContext = RunContext | Callable[[str | None], RunContext]
+_default: DefaultContext | None = None
 
 
-def set_default_context(context: RunContext | None) -> None:
+def set_default_context(context: DefaultContext | None) -> None:
     """The context for runs started without one: LangGraph's dev server (graph.studio) cannot send Python
-    objects with a run, so its graph factory sets this once."""
+    objects with a run, so its graph module sets this once, as a function that gives every thread (one
+    run through the server's API) its own settings and model."""
     global _default
     _default = context
 
@@ -35,7 +40,14 @@ def context_of(runtime: Any) -> RunContext:
     context = getattr(runtime, "context", None)
     if isinstance(context, RunContext):
         return context
-    if _default is not None:
-        return _default
+    default = _default
+    if default is not None and context:  # plain data, as LangGraph's API sends a run's `context`
+        keys = ", ".join(map(str, context)) if isinstance(context, dict) else type(context).__name__
+        raise RuntimeError(f"this graph takes no run context (got: {keys}); its runs use the settings and model "
+                           "its server was started with (graph.studio: RLGPT_CONFIG, RLGPT_MODEL)")
+    if isinstance(default, RunContext):
+        return default
+    if default is not None:
+        return default(getattr(getattr(runtime, "execution_info", None), "thread_id", None))
     raise RuntimeError("the graph was invoked without its runtime context: pass "
                        "context=graph.builder.run_context(settings, model) to invoke/stream")

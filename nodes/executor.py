@@ -5,13 +5,18 @@ the skills run in plan order in the same episode, each until its subtask's achie
 unlocked (a coded skill: one call of its entry action; a learned one: its policy, with its coded
 actions, until the achievement or the step limit). The success rate comes with a 95% Wilson
 interval. These steps are evaluation, reported apart from the training budget.
+
+The episodes are played in an `envs.replay.RecordingEnv`, which keeps every primitive action and the
+skill and coded action that played it; two episodes come back in the result (`replays`) so that a
+video can be made later by replaying their actions on a fresh env, without running agent code again
+(envs/replay.py, graph/video.py).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph.runtime import Runtime
 
@@ -26,6 +31,9 @@ from prompts.fewshot import chain_as_action
 from rl.evaluate import wilson_interval
 from sandbox import AgentCode, CodeRejected
 
+if TYPE_CHECKING:
+    from envs.replay import EpisodeRecord  # heavy (Crafter): imported when a chain is played
+
 SkillLike = Skill | Mapping[str, Any]  # a Skill, or its plain dump as the state holds it
 
 
@@ -33,8 +41,9 @@ class _ChainStep:
     """One skill, loaded once and run in many episodes."""
 
     def __init__(self, subtask: str, skill: Skill, seed: int, earlier: list[str] | None = None,
-                 pool: dict[str, str] | None = None, later: list[str] | None = None):
+                 pool: dict[str, str] | None = None, later: list[str] | None = None, place: str = ""):
         self.subtask = subtask
+        self.place = place  # "i/n": where the skill sits in the chain, for video captions
         self.achievement = TASKS[subtask].achievement or subtask
         self.kind = skill.kind
         if self.kind == "code":
@@ -61,12 +70,29 @@ class _ChainStep:
                 raise ValueError(f"learned skill for {subtask} has no policy file")
             self.policy = PolicySkill(skill.policy_path, seed=seed)
 
+    @property
+    def label(self) -> tuple[str, str]:
+        """(skill, coded action) as a video caption names them: the names the trusted side calls, never text
+        that agent code sends."""
+        skill = f"[{self.place}] {self.subtask}" if self.place else self.subtask
+        if self.kind == "code":
+            return f"{skill} (code)", self.entry
+        return f"{skill} (PPO)", "policy (primitive action)"
+
     def run(self, env, max_steps: int) -> tuple[int, bool, str | None]:
         """(steps, episode ended, error) of running this skill from the env's current state."""
+        if hasattr(env, "label"):  # a RecordingEnv: name the steps this skill plays
+            env.label = self.label
         if self.kind == "code":
             out = self.code.execute(env, self.entry, max_steps=max_steps)
             return out.steps, out.terminated or out.truncated, out.error
-        run = self.policy.run(env, max_steps=max_steps, until=lambda ach, inv: self.achievement in ach)
+
+        def name_coded_call(action: int, info: dict) -> None:
+            if info["coded_call"] and hasattr(env, "relabel_last"):
+                env.relabel_last(info["primitive_steps"], (self.label[0], f"{info['coded_call']} (coded action)"))
+
+        run = self.policy.run(env, max_steps=max_steps, until=lambda ach, inv: self.achievement in ach,
+                              on_decision=name_coded_call)
         return run.steps, run.ended, None
 
     def close(self) -> None:
@@ -85,13 +111,23 @@ def _load_chain(plan: list[dict], skills: Mapping[str, SkillLike], seed: int) ->
                 if name != "main":
                     pool.setdefault(name, fn_source)
         chain.append(_ChainStep(sub["name"], skill, seed, earlier=names[:i], pool=dict(pool),
-                                later=names[i + 1:]))
+                                later=names[i + 1:], place=f"{i + 1}/{len(plan)}"))
     return chain
 
 
-def evaluate_chain(task: str, plan: list[dict], skills: Mapping[str, SkillLike], episodes: int, seed: int) -> dict:
-    """Success of the chained skills on `episodes` held-out worlds."""
-    from envs.crafter_env import CrafterEnv  # heavy (Crafter): only when a chain is played
+def _further(a: EpisodeRecord, b: EpisodeRecord) -> bool:
+    """Whether episode `a` got further than `b`: more chain steps passed, then success, then more achievements."""
+    return (a.reached, a.success, len(a.achievements)) > (b.reached, b.success, len(b.achievements))
+
+
+def evaluate_chain(task: str, plan: list[dict], skills: Mapping[str, SkillLike], episodes: int, seed: int,
+                   record: bool = True) -> dict:
+    """Success of the chained skills on `episodes` held-out worlds.
+
+    With `record`, the result's `replays` holds two of these episodes as `EpisodeRecord.to_json()` dumps:
+    `first` (the first held-out seed's) and `furthest` (the most chain steps passed, then success, then the
+    most achievements; the earliest seed on a tie). They are what videos are made from (graph/video.py)."""
+    from envs.replay import RecordingEnv  # heavy (Crafter): only when a chain is played
 
     missing = [s["name"] for s in plan if s["name"] not in skills]
     playable = plan[:next((i for i, s in enumerate(plan) if s["name"] not in skills), len(plan))]
@@ -101,19 +137,22 @@ def evaluate_chain(task: str, plan: list[dict], skills: Mapping[str, SkillLike],
     # the skills the run has are played in plan order up to the first gap (graph.evaluation does the
     # same); a task that needs the missing ones then fails
     chain = _load_chain(playable, skills, seed)
-    env = CrafterEnv(task=task, obs_kind="symbolic", reward="task")
+    env = RecordingEnv(task=task, obs_kind="symbolic", reward="task")
     target = TASKS[task]
     seeds = eval_seeds(episodes)
     successes, total_steps, reached = 0, 0, {s.subtask: 0 for s in chain}
     errors: list[str] = []
+    first: EpisodeRecord | None = None
+    furthest: EpisodeRecord | None = None
     start = time.time()
     try:
         for world in seeds:
             env.reset(seed=world)
-            steps, ended = 0, False
+            steps, ended, passed = 0, False, 0
             for step in chain:
                 if step.achievement in env.game.achievements:
                     reached[step.subtask] += 1
+                    passed += 1
                     continue
                 used, ended, error = step.run(env, max_steps=max(env.max_steps - steps, 1))
                 steps += used
@@ -122,10 +161,16 @@ def evaluate_chain(task: str, plan: list[dict], skills: Mapping[str, SkillLike],
                 if step.achievement not in env.game.achievements:
                     break
                 reached[step.subtask] += 1
+                passed += 1
                 if ended:
                     break
-            successes += int(target.is_success(set(env.game.achievements)))
+            success = target.is_success(set(env.game.achievements))
+            successes += int(success)
             total_steps += steps
+            if record:
+                episode = env.record(success=success, reached=passed, chain_length=len(chain))
+                first = episode if first is None else first
+                furthest = episode if furthest is None or _further(episode, furthest) else furthest
     finally:
         for step in chain:
             step.close()
@@ -134,7 +179,9 @@ def evaluate_chain(task: str, plan: list[dict], skills: Mapping[str, SkillLike],
             "success_rate": successes / episodes, "ci95": [round(low, 4), round(high, 4)],
             "steps": total_steps, "mean_steps": total_steps / episodes, "seeds": [seeds[0], seeds[-1]],
             "reached": reached, "errors": errors, "wall_time_s": round(time.time() - start, 2), "missing": missing,
-            "chain": [f"{s.subtask}:{s.kind}" for s in chain]}
+            "chain": [f"{s.subtask}:{s.kind}" for s in chain],
+            **({"replays": {"first": first.to_json(), "furthest": furthest.to_json()}}
+               if first is not None and furthest is not None else {})}
 
 
 def executor(state: RLGPTState, runtime: Runtime[RunContext]) -> dict:

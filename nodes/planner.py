@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from langgraph.runtime import Runtime
 from langgraph.types import Command
@@ -22,7 +22,7 @@ from nodes.models import ModelOutputError
 from nodes.recipes import all_recipe_facts
 from nodes.schemas import Plan
 from nodes.skills_io import skill_from_best
-from nodes.state import RLGPTState
+from nodes.state import RLGPTState, start_update, with_update
 from prompts.templates import messages_for
 
 
@@ -43,7 +43,9 @@ def _to(update: dict, target: str) -> Command:
 
 def planner(state: RLGPTState, runtime: Runtime[RunContext]) -> Command[Literal["subtask", "executor"]]:
     settings, model = context_of(runtime).settings, context_of(runtime).model
-    update: dict = {}
+    # a run started from its task alone (LangGraph's API) gets the rest of its start state here
+    update: dict = start_update(state, settings.budget_steps)
+    state = cast(RLGPTState, with_update(state, update))
     if not state.get("started_at"):
         update["started_at"] = time.time()
     context = planner_context(state)

@@ -143,6 +143,14 @@ def _library_file(library: SkillLibrary, skill: Skill) -> str | None:
     return str(path) if path else None
 
 
+def _without_replays(evaluation: Any) -> Any:
+    """The held-out result without its replayable episodes (the actions videos are made from, graph/video.py):
+    they stay in the state, the report only names the videos."""
+    if isinstance(evaluation, Mapping) and "replays" in evaluation:
+        return {k: v for k, v in evaluation.items() if k != "replays"}
+    return evaluation
+
+
 def build_report(settings: RunSettings, state: Mapping[str, Any], wall_s: float, model_name: str = "",
                  usage: Mapping[str, Any] | None = None, graph_done: bool | None = None) -> dict[str, Any]:
     """Plain data describing the run, from its final (or latest checkpointed) state.
@@ -192,7 +200,7 @@ def build_report(settings: RunSettings, state: Mapping[str, Any], wall_s: float,
         "subtasks_solved": sum(1 for skill in skills.values() if skill.passing),
         "measurements": [ev for ev in events if ev.get("type") == "measure"],
         "moves": [ev for ev in events if ev.get("type") == "move"],
-        "evaluation": state.get("evaluation"),
+        "evaluation": _without_replays(state.get("evaluation")),
         "loops": {"outer_iterations": state.get("total_outer_iters", 0),
                   "inner_iterations": state.get("total_inner_iters", 0),
                   "attempts": len(state.get("results", [])), "replans": state.get("replans", 0)},

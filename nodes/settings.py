@@ -25,7 +25,7 @@ SUPPORTED_ENVS = ("crafter", "minedojo")
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 CODE_TEST_EPISODES = 8  # code-test seeds per measurement when test_episodes is not set (at most eval_episodes)
 
-VectorMode = Literal["sync", "batched", "async", "actors"]  # rl.ppo's modes other than 'auto'
+VectorMode = Literal["sync", "batched", "async", "actors", "ray"]  # rl.ppo's modes other than 'auto'
 VECTOR_MODE_CHOICES = get_args(VectorMode)
 
 
@@ -66,7 +66,8 @@ class RunSettings(BaseModel):
         None, ge=1, le=10_000, description="primitive steps per code test (default: the subtask's own step limit)")
     vector_mode: VectorMode = Field(
         "sync", description="how PPO trainings step their envs (rl.ppo): 'sync' replays the same on any machine; "
-                            "'actors' is the fastest on many cores but its runs depend on the core count")
+                            "'actors' is the fastest on many cores but its runs depend on the core count; "
+                            "'ray' is 'actors' on a Ray cluster (docs/scaling.md)")
     target_success: float = Field(
         0.9, ge=0.0, le=1.0, description="success rate at which an attempt passes outright (no more refining)")
     max_replans: int = Field(1, ge=0, le=20, description="re-plans the planner may make after a subtask fails")

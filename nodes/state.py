@@ -14,10 +14,15 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Mapping
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from typing_extensions import TypedDict  # pydantic (LangGraph's schema endpoints) needs it before Python 3.12
+
+from envs.tasks import get_task
+from nodes.settings import RunSettings
 
 
 class RLGPTState(TypedDict, total=False):
@@ -113,3 +118,67 @@ def initial_state(task: str, task_text: str, budget_steps: int) -> RLGPTState:
         env_steps_spent=0, budget_steps=int(budget_steps), eval_steps=0, started_at=0.0,
         stop_reason=None, skills={}, evaluation=None, usage={}, report=None,
     )
+
+
+# ---- a run started from its task alone (LangGraph's API and Studio, graph.studio) ---------------------
+def _budget_bound(kind: str) -> int:
+    """A bound of RunSettings.budget_steps, where it is declared."""
+    for rule in RunSettings.model_fields["budget_steps"].metadata:
+        if hasattr(rule, kind):
+            return int(getattr(rule, kind))
+    raise LookupError(f"RunSettings.budget_steps has no '{kind}' bound")
+
+
+class RunInput(BaseModel):
+    """The input of a run started through LangGraph's API or Studio: the task, and optionally its budget.
+
+    The graph is built with this as its input schema there (graph.studio), so Studio's form asks for
+    these fields only; the planner completes the rest (`start_update`) from the run settings, as
+    `python -m graph.run TASK` does."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: str = Field(description="task name or plain words, e.g. 'collect wood', 'obtain diamond', 'place_table'")
+    budget_steps: int | None = Field(
+        None, ge=_budget_bound("ge"), le=_budget_bound("le"),
+        description="environment steps the run may spend (default: the run settings' budget_steps, "
+                    f"{RunSettings.model_fields['budget_steps'].default} unless the RLGPT_CONFIG file sets it)")
+
+    @field_validator("task")
+    @classmethod
+    def _known_task(cls, value: str) -> str:
+        get_task(value)  # UnknownTaskError, a ValueError, lists the close matches
+        return value
+
+
+class RunInputError(ValueError):
+    """A run's input that cannot start a run; the message names the field and what to give."""
+
+
+def _input_errors(err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        field = ".".join(str(p) for p in e["loc"]) or "(input)"
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            msg = f"not an input field (the input fields: {', '.join(RunInput.model_fields)})"
+        lines.append(f"input field '{field}': {msg.rstrip('.')}")
+    return ("; ".join(lines) + '. A run starts from its task, for example {"task": "collect wood"} '
+            '(optional: "budget_steps").')
+
+
+def start_update(state: Mapping[str, Any], budget_steps: int) -> dict:
+    """The start state's fields for a run that began from its `RunInput` alone (LangGraph's API, Studio):
+    the task resolved from the user's words, the budget given or `budget_steps` (the run settings'),
+    and the rest as `initial_state` has them. {} for a run that began from a full start state
+    (graph.builder.start_state, which the command line uses). RunInputError for an input that cannot
+    start a run (an unknown task, a budget out of range)."""
+    if "plan" in state:  # every start state has a plan (empty until the planner's first answer)
+        return {}
+    given = {k: state[k] for k in RunInput.model_fields if state.get(k) is not None}
+    try:
+        run_input = RunInput.model_validate(given)
+    except ValidationError as e:
+        raise RunInputError(_input_errors(e)) from None
+    budget = run_input.budget_steps if run_input.budget_steps is not None else budget_steps
+    return dict(initial_state(get_task(run_input.task).name, run_input.task, budget))

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rl import ppo
+from rl import ppo, ray_cluster
 from rl.config import RLConfig, config_error_message
 from rl.evaluate import evaluate_policy
 from rl.ppo import PPOSettings
@@ -42,6 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Python files of coded actions to append to the action head")
     p.add_argument("--max-episode-steps", type=int, default=None, help="Crafter episode limit (default: the task's)")
     p.add_argument("--eval-episodes", type=int, default=20, help="held-out episodes evaluated after training")
+    p.add_argument("--ray", metavar="ADDRESS", default=None,
+                   help="the Ray cluster of --vector-mode ray: HOST:PORT of its head, 'auto' (the cluster started "
+                        "on this machine) or 'local' (default: RAY_ADDRESS, else a local Ray started and stopped "
+                        "here; docs/scaling.md)")
     for f in dataclasses.fields(PPOSettings):
         p.add_argument("--" + f.name.replace("_", "-"), type=FIELD_TYPES.get(str(f.type), str), default=f.default,
                        help=f"{f.metadata.get('doc', '')} (default {f.default})")
@@ -51,6 +55,18 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     settings = PPOSettings(**{f.name: getattr(args, f.name) for f in dataclasses.fields(PPOSettings)})
+    if args.ray is not None and settings.vector_mode != "ray":
+        print("error: --ray ADDRESS is where --vector-mode ray runs; add --vector-mode ray", file=sys.stderr)
+        return 2
+    try:
+        with ray_cluster.session(args.ray, connect_now=settings.vector_mode == "ray"):
+            return _train_and_report(args, settings)
+    except ray_cluster.RayClusterError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _train_and_report(args: argparse.Namespace, settings: PPOSettings) -> int:
     try:
         if args.env_id:
             source: Any = args.env_id

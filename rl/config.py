@@ -31,7 +31,7 @@ PPO_BOUNDS: dict[str, Any] = {
     "torch_threads": (1, 64),
     "log_every": (1, 100_000),
     "window": (1, 10_000),
-    "vector_mode": ("auto", "sync", "batched", "async", "actors"),
+    "vector_mode": ("auto", "sync", "batched", "async", "actors", "ray"),
     "device": ("auto", "cpu", "cuda"),
     "progress": ("auto", "bar", "log", "none"),
 }

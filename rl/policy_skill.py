@@ -57,10 +57,14 @@ class PolicySkill:
             self._code = None
 
     def run(self, env, max_steps: int | None = None, obs: np.ndarray | None = None,
-            until: Callable[[set, dict], bool] | None = None) -> SkillRun:
+            until: Callable[[set, dict], bool] | None = None,
+            on_decision: Callable[[int, dict], None] | None = None) -> SkillRun:
         """Act in ``env`` (a CrafterEnv, already reset, possibly mid-episode) until ``until(achievements,
         inventory)`` holds (default: the policy's task succeeds), ``max_steps`` primitive steps or the
-        episode ends. ``obs`` is the env's current policy observation (read from the env when omitted)."""
+        episode ends. ``obs`` is the env's current policy observation (read from the env when omitted).
+        ``on_decision(action, info)`` is called after each choice of the policy has been played: ``info``
+        says how many primitive steps it took (``primitive_steps``) and which coded action ran
+        (``coded_call``, empty for a primitive action)."""
         if getattr(env, "obs_kind", self.config.obs_kind) != self.config.obs_kind:
             raise ValueError(f"this policy was trained on {self.config.obs_kind!r} observations but the env "
                              f"gives {env.obs_kind!r}; create the env with obs_kind={self.config.obs_kind!r}")
@@ -83,6 +87,9 @@ class PolicySkill:
                 result.coded_calls[info["coded_call"]] += 1
                 if info.get("coded_error") and len(result.coded_errors) < 20:
                     result.coded_errors.append(f"{info['coded_call']}: {info['coded_error']}")
+            if on_decision is not None:
+                on_decision(int(action), {"primitive_steps": int(info.get("primitive_steps", 1)),
+                                          "coded_call": str(info.get("coded_call") or "")})
             result.success = done_when(set(info.get("achievements", ())), dict(info.get("inventory", {})))
             if terminated or truncated:
                 result.ended = True

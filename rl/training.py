@@ -26,6 +26,10 @@ class TrainResult:
     steps_used: int
     """primitive environment steps spent in training"""
     wall_time_s: float
+    collect_time_s: float
+    """of the wall time: collecting rollouts (stepping the envs and acting)"""
+    update_time_s: float
+    """of the wall time: advantages and PPO updates"""
     updates: int
     episodes: int
     curve: list[dict[str, float]]
@@ -76,10 +80,10 @@ def train(settings: PPOSettings, source: Any, run_name: str | None = None) -> Tr
         coded_names = env_source.coded_action_names()
         spec = collector_spec(s, envs, coded_names)
         collect: Collect
-        if mode == "actors":  # workers with a copy of the policy each collect their envs' part of a rollout
-            collect = ActorPool(envs, spec, device)  # type: ignore[arg-type]
+        if mode in ("actors", "ray"):  # workers with a copy of the policy each collect their envs' part of a rollout
+            collect = ActorPool(envs, spec)  # type: ignore[arg-type]
         else:
-            collect = Collector(envs, spec, device, seed=s.seed, threads=s.torch_threads)
+            collect = Collector(envs, spec, seed=s.seed, threads=s.torch_threads)
         agent, numbers = train_loop(s, spec, collect, device, run_name or env_source.name)
         path = save_policy(Path(numbers["run_dir"]) / "policy.pt", agent, env_source, s, spec.n_primitive,
                            coded_names)

@@ -44,6 +44,13 @@ def usable_cpus() -> int:
         return os.cpu_count() or 2
 
 
+def split_evenly(n: int, workers: int) -> list[tuple[int, int]]:
+    """(first, one past the last) env of each of ``workers`` contiguous slices of ``n`` envs, as even as can be.
+    BatchedVectorEnv's workers and the 'ray' mode's actors (rl/vector_ray.py) split the envs the same way."""
+    edges = np.linspace(0, n, workers + 1).round().astype(int)
+    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
+
+
 def _step_slice(envs: list, actions) -> list:
     """Step each env; a finished one is reset at once (same-step autoreset) and its last obs/info kept."""
     out = []
@@ -147,9 +154,7 @@ class BatchedVectorEnv(VectorEnv):
         n = len(env_fns)
         if n < 1:
             raise ValueError("BatchedVectorEnv needs at least one env factory")
-        workers = max(1, min(num_workers or usable_cpus(), n))
-        edges = np.linspace(0, n, workers + 1).round().astype(int)
-        self._slices = [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
+        self._slices = split_evenly(n, max(1, min(num_workers or usable_cpus(), n)))
         self.num_envs = n
         self.timeout = float(timeout)
         ctx = multiprocessing.get_context(context or default_context())
@@ -163,7 +168,7 @@ class BatchedVectorEnv(VectorEnv):
                 child.close()  # only the worker holds it now, so its death shows here as EOF
                 self._procs.append(proc)
                 self._conns.append(parent)
-            specs = [self._recv(w) for w in range(workers)]
+            specs = [self._recv(w) for w in range(len(self._slices))]
         except BaseException:
             self.close()
             raise

@@ -4,11 +4,13 @@
 each), 'async' in gymnasium's AsyncVectorEnv (a process per env). 'actors' uses BatchedVectorEnv's
 workers too, but each worker holds a copy of the policy and collects its slice of every rollout with
 rl.ppo's Collector, so a rollout costs one message per worker instead of one per step (ActorPool).
+'ray' is 'actors' on a Ray cluster (rl/vector_ray.py): Ray actors, possibly on other machines, hold the
+slices; ActorPool drives them with the same jobs and the same function (``collect_slice``).
 """
 from __future__ import annotations
 
-import dataclasses
 import math
+from typing import Any, Protocol
 
 import gymnasium as gym
 import torch
@@ -16,12 +18,12 @@ import torch
 from rl.ppo import Agent, Collector, CollectorSpec, Segment
 from rl.vector import BatchedVectorEnv, default_context
 
-VECTOR_MODES = ("auto", "sync", "batched", "async", "actors")
+VECTOR_MODES = ("auto", "sync", "batched", "async", "actors", "ray")
 
 
 def resolve_vector_mode(mode: str, env_source, num_envs: int) -> str:
     """'auto' -> 'actors' for Crafter with >= 2 envs (a Crafter rollout costs far more than sending the
-    policy's weights), 'sync' otherwise."""
+    policy's weights), 'sync' otherwise. 'auto' never picks 'ray': a cluster is the user's choice."""
     if mode not in VECTOR_MODES:
         raise ValueError(f"vector_mode must be one of {', '.join(map(repr, VECTOR_MODES))}, got {mode!r}")
     if mode == "auto":
@@ -30,9 +32,15 @@ def resolve_vector_mode(mode: str, env_source, num_envs: int) -> str:
 
 
 def make_vector_env(env_fns: list, mode: str) -> gym.vector.VectorEnv:
+    """The envs of a mode other than 'auto'. For 'ray' they are Ray actors on the cluster (rl.ray_cluster finds
+    it), which only ActorPool can step."""
     if mode not in VECTOR_MODES[1:]:
-        raise ValueError(f"vector_mode must be 'sync', 'batched', 'async' or 'actors' here, got {mode!r}")
+        raise ValueError(f"vector_mode must be 'sync', 'batched', 'async', 'actors' or 'ray' here, got {mode!r}")
     autoreset = gym.vector.AutoresetMode.SAME_STEP
+    if mode == "ray":
+        from rl.vector_ray import RayVectorEnv  # imports ray: only where a cluster is asked for
+
+        return RayVectorEnv(env_fns)  # type: ignore[return-value]  # the VectorEnv surface ActorPool uses
     if mode in ("batched", "actors"):
         return BatchedVectorEnv(env_fns)  # always same-step autoreset
     if mode == "async":
@@ -40,46 +48,54 @@ def make_vector_env(env_fns: list, mode: str) -> gym.vector.VectorEnv:
     return gym.vector.SyncVectorEnv(env_fns, autoreset_mode=autoreset)
 
 
-def _rollout_to_numpy(seg: Segment) -> Segment:
-    """Plain array copies: compact to pickle (a tensor view would carry its whole buffer)."""
-    return dataclasses.replace(seg, rollout=seg.rollout.map(lambda x: x.cpu().numpy().copy()),
-                               next_value=seg.next_value.cpu().numpy().copy())
-
-
-def _rollout_to_device(seg: Segment, device: torch.device) -> Segment:
-    return dataclasses.replace(seg, rollout=seg.rollout.map(lambda x: torch.as_tensor(x, device=device)),
-                               next_value=torch.as_tensor(seg.next_value, device=device))
-
-
-def _actor_collect(envs: list, state: dict, spec: CollectorSpec, seeds: list, weights: dict,
-                   budget: int) -> Segment:
-    """Runs inside a BatchedVectorEnv worker: collect this worker's slice of the rollout with its own copy
-    of the policy (always on the CPU), so the whole rollout costs one message per worker, not one per step."""
+def collect_slice(envs: list, state: dict, spec: CollectorSpec, seeds: list, weights: dict,
+                  budget: int) -> Segment:
+    """Runs inside a worker (a BatchedVectorEnv process, or a Ray actor in the 'ray' mode): collect this
+    worker's slice of the rollout with its own copy of the policy (always on the CPU), so the whole rollout
+    costs one message per worker, not one per step. The segment goes back as numpy arrays (rl.ppo.Rollout)."""
     if "collector" not in state:
         torch.set_num_threads(1)
-        torch.manual_seed(spec.seed * 7919 + seeds[0])  # each worker samples its own action stream
         # mypy cannot infer a lambda with a default argument
         local = gym.vector.SyncVectorEnv([lambda e=e: e for e in envs],  # type: ignore[misc]
                                          autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
         state["agent"] = Agent(spec.obs_shape, spec.n_actions, spec.hidden_size)
-        state["collector"] = Collector(local, spec, torch.device("cpu"), seed=seeds)
-    state["agent"].load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
-    return _rollout_to_numpy(state["collector"].collect(state["agent"], budget))
+        state["collector"] = Collector(local, spec, seed=seeds)
+    # copies: from Ray's object store the arrays come read-only
+    state["agent"].load_state_dict({k: torch.tensor(v) for k, v in weights.items()})
+    return state["collector"].collect(state["agent"], budget)
+
+
+class SliceWorkers(Protocol):
+    """Workers that each hold a contiguous slice of the envs: BatchedVectorEnv ('actors') or
+    rl.vector_ray.RayVectorEnv ('ray')."""
+
+    num_envs: int
+
+    @property
+    def worker_slices(self) -> list[tuple[int, int]]: ...
+
+    def run_in_workers(self, fn: Any, jobs: list[tuple]) -> list: ...
+
+
+def actor_jobs(spec: CollectorSpec, slices: list[tuple[int, int]], num_envs: int, weights: dict,
+               budget: int) -> list[tuple]:
+    """``collect_slice``'s arguments for each worker: its envs' seeds, the weights, and its share of the
+    budget left, so that the rollout stops near the budget as it would in one process."""
+    return [(spec, list(range(spec.seed + lo, spec.seed + hi)), weights,
+             max(1, math.ceil(budget * (hi - lo) / num_envs))) for lo, hi in slices]
 
 
 class ActorPool:
-    """The 'actors' vector mode: BatchedVectorEnv's workers each hold a copy of the policy and collect
-    their envs' part of every rollout; the learner sends the weights once per rollout. Called as
-    ``rl.ppo.train_loop``'s ``collect``."""
+    """The 'actors' and 'ray' vector modes: workers each hold a copy of the policy and collect their envs'
+    part of every rollout; the learner sends the weights once per rollout. Called as
+    ``rl.ppo.train_loop``'s ``collect``. The same seed and the same worker slices give the same rollouts
+    whichever kind of worker runs them."""
 
-    def __init__(self, envs: BatchedVectorEnv, spec: CollectorSpec, device: torch.device):
-        self.envs, self.spec, self.device = envs, spec, device
+    def __init__(self, envs: SliceWorkers, spec: CollectorSpec):
+        self.envs, self.spec = envs, spec
         self.slices = envs.worker_slices
 
     def __call__(self, agent: Agent, budget: int) -> list[Segment]:
         weights = {k: v.detach().cpu().numpy() for k, v in agent.state_dict().items()}
-        n = self.envs.num_envs
-        # each worker gets its share of the budget left, so the rollout stops near it as in-process would
-        jobs = [(self.spec, list(range(self.spec.seed + lo, self.spec.seed + hi)), weights,
-                 max(1, math.ceil(budget * (hi - lo) / n))) for lo, hi in self.slices]
-        return [_rollout_to_device(seg, self.device) for seg in self.envs.run_in_workers(_actor_collect, jobs)]
+        return self.envs.run_in_workers(collect_slice, actor_jobs(self.spec, self.slices, self.envs.num_envs,
+                                                                  weights, budget))

@@ -37,8 +37,10 @@ def test_draw_cli_writes_mermaid_and_png(tmp_path):
         assert f"\tattempt\\3a{node}({node}" in mmd, node
     assert "subgraph attempt" in mmd
     # the loops, labelled: the inner one inside the attempt, the outer ones from its exits
-    assert "attempt\\3afast -.-> attempt\\3atools" in mmd and "attempt\\3atools --> attempt\\3afast" in mmd
-    assert "attempt\\3acritic -.-> attempt\\3afast" in mmd
+    assert "attempt\\3afast -. &nbsp;code test / training / tool&nbsp; .-> attempt\\3atools" in mmd
+    assert "attempt\\3atools --> attempt\\3afast" in mmd  # a fixed edge: no label
+    assert "attempt\\3acritic -. &nbsp;revise: train longer&nbsp; .-> attempt\\3afast" in mmd
+    assert "slow -. &nbsp;decomposition&nbsp; .-> attempt\\3a__start__" in mmd
     assert "attempt\\3aleave -. &nbsp;move / revise&nbsp; .-> slow" in mmd
     assert "attempt\\3aleave -. &nbsp;re-plan&nbsp; .-> planner" in mmd
     assert (tmp_path / "graph.png").read_bytes()[:8] == PNG_MAGIC
@@ -64,9 +66,9 @@ def test_example_plugin_adds_a_node_after_the_critic(tmp_path):
     mmd, _, _ = write_drawings(compiled, tmp_path)
     text = mmd.read_text()
     # the plugin runs right after the critic and then the run goes where the critic chose
-    assert "attempt\\3acritic -.-> attempt\\3acritique_digest" in text
-    assert "attempt\\3acritique_digest -.-> attempt\\3aleave" in text
-    assert "attempt\\3acritique_digest -.-> attempt\\3afast" in text
+    assert "attempt\\3acritic -. &nbsp;then the plugin nodes&nbsp; .-> attempt\\3acritique_digest" in text
+    assert "attempt\\3acritique_digest -. &nbsp;pass / move / re-plan / limit&nbsp; .-> attempt\\3aleave" in text
+    assert "attempt\\3acritique_digest -. &nbsp;revise: train longer&nbsp; .-> attempt\\3afast" in text
     assert "craftable_items" in text  # the tool joined the fast agent's ToolNode
     update = mod["critique_digest"]({"critiques": [{"subtask": "collect_wood", "sub_action": "chop",
                                                     "verdict": "revise", "success_rate": 0.25, "feedback": "x"}]})

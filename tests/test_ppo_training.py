@@ -9,7 +9,7 @@ from ppo_toys import OptionChainFactory
 
 from rl.env_factory import EnvSource
 from rl.policy_io import load_policy
-from rl.ppo import Agent, PPOSettings
+from rl.ppo import Agent, PPOSettings, RolloutPolicy
 from rl.training import train
 
 
@@ -31,6 +31,37 @@ def test_masked_logits_are_never_sampled_and_carry_no_probability():
     assert (entropy <= math.log(2) + 1e-5).all()  # only two actions share the probability
 
 
+@pytest.mark.parametrize("obs_shape", [(12,), (32, 32, 3)], ids=["mlp", "cnn"])
+def test_the_rollout_policy_acts_as_the_torch_agent_does(obs_shape):
+    """The rollout loop acts in numpy (RolloutPolicy); the update scores those actions with the torch agent.
+    Their log-probabilities and values must agree, and actions must follow the agent's distribution."""
+    torch.manual_seed(0)
+    agent = Agent(obs_shape, 5)
+    last = agent.actor[-1] if isinstance(agent.actor, torch.nn.Sequential) else agent.actor
+    torch.nn.init.normal_(last.weight, std=0.5)  # a peaked distribution, not the near-uniform initial one
+    rng = np.random.default_rng(1)
+    obs = rng.integers(0, 255, size=(3, *obs_shape)).astype(np.uint8 if len(obs_shape) == 3 else np.float32)
+    if len(obs_shape) == 1:
+        obs = obs / 255.0
+    mask = np.ones((3, 5), dtype=bool)
+    mask[1, [0, 2]] = False
+    policy = RolloutPolicy(agent, np.random.default_rng(2))
+    draws = np.array([policy.act(obs, mask)[0] for _ in range(4000)])
+    actions, logprobs, values = policy.act(obs, mask)
+    with torch.no_grad():
+        _, lp_torch, _, v_torch = agent.get_action_and_value(torch.as_tensor(obs), torch.as_tensor(mask),
+                                                             torch.as_tensor(actions))
+        logits = agent.actor(agent._features(torch.as_tensor(obs)))
+        probs = torch.softmax(logits.masked_fill(~torch.as_tensor(mask), -1e8), -1).numpy()
+    assert np.allclose(logprobs, lp_torch.numpy(), atol=1e-5)
+    assert np.allclose(values, v_torch.numpy(), atol=1e-5)
+    assert np.allclose(policy.value(obs), v_torch.numpy(), atol=1e-5)
+    assert not np.isin(draws[:, 1], [0, 2]).any()  # masked actions are never drawn
+    for i in range(3):
+        freq = np.bincount(draws[:, i], minlength=5) / len(draws)
+        assert np.abs(freq - probs[i]).max() < 0.03, (i, freq, probs[i])
+
+
 def test_step_budget_counts_primitive_steps_not_decisions(tmp_path):
     ledger: list[int] = []
     source = EnvSource(factory=OptionChainFactory(ledger), coded_names=["opt", "masked"])
@@ -47,15 +78,15 @@ def test_step_budget_counts_primitive_steps_not_decisions(tmp_path):
 
 
 def test_cartpole_learns_and_writes_its_run_folder(tmp_path):
-    result = train(PPOSettings(total_steps=12_000, run_dir=str(tmp_path / "cp"), progress="none", seed=3),
+    result = train(PPOSettings(total_steps=20_000, run_dir=str(tmp_path / "cp"), progress="none", seed=3),
                    "CartPole-v1")
-    assert result.steps_used == 12_000
-    assert result.final_mean_return > 45  # a random policy averages about 22
+    assert result.steps_used == 20_000
+    assert result.final_mean_return > 50  # a random policy averages about 22; seeds 1-6 reach 62-89 here
     run = tmp_path / "cp"
     assert (run / "metrics.csv").exists() and (run / "learning_curve.png").stat().st_size > 1000
     assert any((run / "tb").iterdir())
     agent, meta = load_policy(result.policy_path)
-    assert meta["n_actions"] == 2 and meta["settings"]["total_steps"] == 12_000
+    assert meta["n_actions"] == 2 and meta["settings"]["total_steps"] == 20_000
     obs = torch.zeros(1, 4)
     assert agent.get_value(obs).shape == (1,)
 

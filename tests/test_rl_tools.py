@@ -34,7 +34,7 @@ def test_configure_names_each_bad_field_and_what_is_allowed():
     err = report.error
     assert "obs_kind: Input should be 'symbolic' or 'pixels'" in err
     assert "ppo.learning_rate" in err and "allowed: 1e-06 .. 0.01" in err
-    assert "ppo.vector_mode" in err and "'auto', 'sync', 'batched', 'async' or 'actors'" in err
+    assert "ppo.vector_mode" in err and "'auto', 'sync', 'batched', 'async', 'actors' or 'ray'" in err
     assert "ppo.epochs: unknown field" in err and "update_epochs" in err
     assert "colour: unknown field" in err and "coded_actions" in err
 

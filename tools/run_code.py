@@ -445,8 +445,29 @@ class RunCodeArgs(BaseModel):
 
 def _tool_entry(code: str, task: str = "collect_wood", seed: int = 0, max_steps: int = 500,
                 action: str | None = None, gif: bool = False) -> tuple[str, CodeRunReport]:
-    report = run_code(code, task=task, seed=seed, max_steps=max_steps, action=action, gif=gif)
+    report = run_code_where_asked(code, task=task, seed=seed, max_steps=max_steps, action=action, gif=gif)
     return report.to_text(), report
+
+
+def run_code_where_asked(code: str, task: str = "collect_wood", seed: int = 0, max_steps: int = 500,
+                         action: str | None = None, gif: bool = False) -> CodeRunReport:
+    """`run_code` here, or, when the command was given a Ray cluster (`graph.run --ray`), as a Ray task on one
+    of its nodes: the test runs there exactly as here (the sandbox process is started on that node) and its
+    report comes back through Ray. The graph's code tests are one tool call per seed, which LangGraph's
+    ToolNode runs in parallel threads, so they run in parallel on the cluster. A test asking for a GIF (a
+    file) stays here."""
+    from rl import ray_cluster
+
+    if gif or ray_cluster.requested() is None:
+        return run_code(code, task=task, seed=seed, max_steps=max_steps, action=action, gif=gif)
+    try:
+        return ray_cluster.run_task(run_code, code, task=task, seed=seed, max_steps=max_steps, action=action)
+    except Exception as exc:  # the cluster, not the code: say so, as for a sandbox that cannot start
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return CodeRunReport(ok=False, failure_kind="crashed", ended="error", task=str(task),
+                             seed=seed if isinstance(seed, int) else 0,
+                             error=clean_text(f"the code test could not run on the Ray cluster: "
+                                              f"{type(exc).__name__}: {first}; this is not your code's fault"))
 
 
 _MODULES = ", ".join(m for m in ALLOWED_MODULES if m != "envs.coded")

@@ -141,7 +141,8 @@ def _rlgpt_cell(task: str, budget: int, episodes: int, seed: int, variant: str, 
     evaluation = values.get("evaluation") or {}
     if evaluation.get("ran"):
         held = {"successes": int(evaluation["successes"]), "eval_steps": int(evaluation["steps"]),
-                "reached": evaluation.get("reached", {}), "errors": evaluation.get("errors", [])}
+                "reached": evaluation.get("reached", {}), "errors": evaluation.get("errors", []),
+                "replays": evaluation.get("replays", {})}
         note = ""
     else:
         # the chain is incomplete: play the skills it has, in plan order, up to the first gap
@@ -164,7 +165,8 @@ def _rlgpt_cell(task: str, budget: int, episodes: int, seed: int, variant: str, 
             "stop_reason": values.get("stop_reason"), "plan": plan,
             "skills": {k: {x: v.get(x) for x in ("kind", "success_rate", "passing", "sources", "entry", "policy_path")}
                        for k, v in skills.items()},
-            "reached": held.get("reached", {}), "attempts": attempts, "note": note}
+            "reached": held.get("reached", {}), "attempts": attempts, "note": note,
+            "replays": held.get("replays", {})}
 
 
 def run_pure_rl(task: str, budget: int, episodes: int, work_dir: Path, *, seed: int = 0,
@@ -191,7 +193,7 @@ def run_pure_rl(task: str, budget: int, episodes: int, work_dir: Path, *, seed: 
     if TASKS[task].achievement is not None:
         held = evaluate_skills(task, [(task, policy_skill(result.policy_path))], episodes, seed)
         cell.update({k: held[k] for k in ("successes", "episodes", "success_rate", "ci_low", "ci_high",
-                                          "eval_steps")})
+                                          "eval_steps", "replays")})
     cell["wall_s"] = round(time.time() - start, 1)
     return cell
 
@@ -222,5 +224,6 @@ def run_pure_code(task: str, episodes: int, *, test_episodes: int = 8, seed: int
     held = evaluate_skills(task, [(task, code_skill(tested["source"], "main"))], episodes, seed)
     return {"method": "pure_code", "task": task, "budget_steps": None,
             **{k: v for k, v in tested.items() if k != "source"},
-            **{k: held[k] for k in ("successes", "episodes", "success_rate", "ci_low", "ci_high", "eval_steps")},
+            **{k: held[k] for k in ("successes", "episodes", "success_rate", "ci_low", "ci_high", "eval_steps",
+                                    "replays")},
             "seed": seed, "wall_s": round(time.time() - start, 1)}

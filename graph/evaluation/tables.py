@@ -84,6 +84,7 @@ class EvalConfig:
     crafter_episode_steps: int = 10_000
     vector_mode: str = "sync"        # PPO's vector mode in every cell (rl.ppo); not 'sync': part of the keys
     quick: bool = False
+    videos: bool = True              # table 1: a GIF per method of its furthest held-out episode (graph/video.py)
 
     def mode_key(self) -> tuple[str, ...]:
         """Cache-key part for the vector mode: none for 'sync', so the cells measured before stay valid."""
@@ -102,7 +103,9 @@ class Runner:
         self.started = time.time()
         self.used: dict[str, dict] = {}  # key -> value of every cell this run's tables used
 
-    def cell(self, label: str, key: str, compute: Callable[[], dict]) -> dict:
+    def cell(self, label: str, key: str, compute: Callable[[], dict], local: bool = False) -> dict:
+        """The cell's value, from the cache or measured now. ``local``: it reads files that earlier cells wrote,
+        so `graph.evaluate --ray` measures it here rather than on a Ray node (graph/evaluation/ray_cells.py)."""
         self.log(f"[{time.time() - self.started:7.0f}s] {label}")
         value = self.cache.get_or_run(key, compute, log=self.log)
         self.used[key] = value
@@ -112,6 +115,33 @@ class Runner:
             self.log(f"          -> {rate:.0%} over {value['episodes']} held-out episodes, {spent}"
                      f"{value.get('wall_s', 0)} s")
         return value
+
+    def video(self, name: str, cell: dict, title: str) -> Path | None:
+        """OUT/videos/NAME.gif: the held-out episode where the cell's method got furthest, made from the episode
+        the cell recorded (`replays`, cached with the cell) by replaying its actions here: no agent code runs and
+        no new seed is played. A video that already shows that episode is kept; a failure costs one log line."""
+        from envs.replay import EpisodeRecord
+        from graph.video import VIDEO_DIR, video_is_current, write_video
+
+        path = self.cfg.out / VIDEO_DIR / f"{name}.gif"
+        recorded = (cell.get("replays") or {}).get("furthest")
+        if not recorded:
+            self.log(f"  no video {path.name}: the cell recorded no episode (a cell cached before videos were "
+                     "recorded: --no-resume measures it again)")
+            return None
+        try:
+            record = EpisodeRecord.from_json(recorded)
+            if self.cache.enabled and video_is_current(path, record):
+                self.log(f"  cached  {path}")
+            else:
+                info = write_video(record, path, title=title, episode="furthest")
+                self.log(f"  video   {path}: {info['frames']} frames, every {info['stride']} steps of "
+                         f"{info['episode_steps']}, {info['bytes']:,} bytes")
+            return path
+        except Exception as exc:  # a picture of the cell, never a reason to lose the table
+            why = (str(exc).splitlines() or [""])[0]
+            self.log(f"  warning: no video {path.name}: {type(exc).__name__}: {why}")
+            return None
 
     def rlgpt(self, task: str, budget: int, variant: str = "full") -> dict:
         c = self.cfg
@@ -175,13 +205,21 @@ def table_diamond(run: Runner) -> Table:
     cols = [Column("method", "method"), Column("source", "source"), Column("success_rate", "success", "rate"),
             Column("episodes", "episodes", "int"), Column("env_steps", "env steps spent", "int"),
             Column("budget_steps", "budget", "int"), Column("note", "note")]
+    notes = [_seed_note(c),
+             "Env steps: every primitive step of training and code tests, in every iteration "
+             "(pure code: its code tests). Held-out evaluation steps are not budget.",
+             "Rows marked 'published, MineDojo' are the paper's Minecraft figures, not our runs; "
+             "Crafter's diamond sits at the same depth of the tech tree."]
+    if c.videos:
+        videos = {m: run.video(f"table1_{m}", cell, f"{METHOD_LABELS[m]}: the held-out episode where it got furthest")
+                  for m, cell in cells.items()}
+        links = [f"[{METHOD_LABELS[m]}](videos/{path.name})" for m, path in videos.items() if path is not None]
+        if links:
+            notes.append("Videos of play, the held-out episode where each method got furthest (every k-th step, "
+                         "captioned with the skill and coded action; k and the captions in the .json beside each "
+                         "GIF): " + ", ".join(links) + ".")
     return Table("table1_obtain_diamond", "Table 1: obtain diamond", "the paper's Table 1 (ObtainDiamond)",
-                 cols, rows, [_seed_note(c),
-                              "Env steps: every primitive step of training and code tests, in every iteration "
-                              "(pure code: its code tests). Held-out evaluation steps are not budget.",
-                              "Rows marked 'published, MineDojo' are the paper's Minecraft figures, not our runs; "
-                              "Crafter's diamond sits at the same depth of the tech tree."],
-                 plot="table1_obtain_diamond.png")
+                 cols, rows, notes, plot="table1_obtain_diamond.png")
 
 
 # ---- Table 2 ---------------------------------------------------------------------------------
@@ -220,7 +258,8 @@ def table_iterations(run: Runner) -> Table:
         spent += int(attempt.get("steps") or 0)
         held = run.cell(f"iteration {i} of RL-GPT on {task} ({attempt['kind']})", f"{base_key}-a{i}",
                         # mypy cannot infer a lambda with a default argument
-                        lambda a=attempt: _evaluate_attempt(task, a, cell, c.episodes, c.seed))  # type: ignore[misc]
+                        lambda a=attempt: _evaluate_attempt(task, a, cell, c.episodes, c.seed),  # type: ignore[misc]
+                        local=True)  # plays the run's policy files
         rows.append({"iteration": i, "outer": attempt.get("outer_iter"), "inner": attempt.get("inner_iter"),
                      "subtask": attempt.get("subtask"), "kind": attempt.get("kind"),
                      "measured_success": attempt.get("success_rate"), "cumulative_env_steps": spent,
