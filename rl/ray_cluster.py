@@ -110,10 +110,14 @@ def connect(timeout_s: float = CONNECT_TIMEOUT_S) -> Any:
             kwargs.update(num_cpus=usable_cpus(), include_dashboard=False)
         outcome: dict[str, Any] = {}
 
+        given_up = threading.Lock()  # held by whichever side finishes first: a late connection shuts itself
+
         def init() -> None:
             try:
                 ray.init(**kwargs)
                 outcome["ok"] = True
+                if not given_up.acquire(blocking=False):  # the caller stopped waiting: leave nothing running
+                    ray.shutdown()
             except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
                 outcome["error"] = exc
 
@@ -123,7 +127,7 @@ def connect(timeout_s: float = CONNECT_TIMEOUT_S) -> Any:
         worker = threading.Thread(target=init, name="ray-connect", daemon=True)
         worker.start()
         worker.join(max(1.0, timeout_s - (time.monotonic() - start)))
-        if worker.is_alive():
+        if worker.is_alive() and given_up.acquire(blocking=False):
             raise RayClusterError(f"the Ray cluster at {addr} did not answer within {timeout_s:g} s; is it a Ray "
                                   "head node's address (`ray start --head` prints it)?")
         if "error" in outcome:
@@ -188,15 +192,21 @@ def _call(fn: Callable, args: tuple, kwargs: dict) -> tuple[Any, str]:
 _remote_call: list[Any] = []
 
 
-def run_task(fn: Callable, *args: Any, num_cpus: float = 1, **kwargs: Any) -> Any:
+def run_task(fn: Callable, *args: Any, num_cpus: float = 1, timeout_s: float | None = None, **kwargs: Any) -> Any:
     """``fn(*args, **kwargs)`` as one Ray task on the cluster (a node with ``num_cpus`` free CPUs), blocking
-    until it returns; its exception is raised here. Safe to call from several threads at once: the
-    calls then run in parallel on the cluster. ``fn`` must pickle (a module-level function)."""
+    until it returns, at most ``timeout_s`` (then the task is cancelled and TimeoutError raised); its
+    exception is raised here. Never retried: a task that lost its worker must not run its (agent) code a
+    second time unseen. Safe to call from several threads at once: the calls then run in parallel on the
+    cluster. ``fn`` must pickle (a module-level function)."""
     ray = connect()
     with _lock:
         if not _remote_call:
             _remote_call.append(ray.remote(_call))
-    ref = _remote_call[0].options(num_cpus=num_cpus).remote(fn, args, kwargs)
-    result, node = ray.get(ref)
+    ref = _remote_call[0].options(num_cpus=num_cpus, max_retries=0).remote(fn, args, kwargs)
+    try:
+        result, node = ray.get(ref, timeout=timeout_s)
+    except ray.exceptions.GetTimeoutError:
+        ray.cancel(ref, force=True)
+        raise TimeoutError(f"the Ray task did not finish within {timeout_s:g} s") from None
     history.append((getattr(fn, "__name__", repr(fn)), node))
     return result

@@ -76,8 +76,14 @@ class RayVectorEnv:
         self.num_envs = n
         self.timeout = float(timeout)
         actor_class = ray.remote(num_cpus=1, max_restarts=0)(EnvSlice)
-        self._actors = [actor_class.options(scheduling_strategy="SPREAD").remote(list(env_fns[lo:hi]))
-                        for lo, hi in self._slices]
+        self._actors: list = []
+        try:
+            for lo, hi in self._slices:
+                self._actors.append(actor_class.options(scheduling_strategy="SPREAD").remote(list(env_fns[lo:hi])))
+        except BaseException:
+            for actor in self._actors:  # the ones already made must not outlive this failure
+                ray.kill(actor)
+            raise
         self.nodes = [""] * workers
         self.closed = False
         specs = self._get([a.describe.remote() for a in self._actors], "building its envs")

@@ -42,9 +42,10 @@ def _ray_cli(*args: str, env: dict, timeout: float = 120) -> subprocess.Complete
     return subprocess.run([RAY, *args], env=env, capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def cluster():
-    """The address of a head node and a worker node on 127.0.0.1, one CPU each, for the whole session."""
+    """The address of a head node and a worker node on 127.0.0.1, one CPU each, for this module's tests
+    (stopped after them, so that the other modules' tests run on a quiet machine)."""
     port = _free_port()
     # a short folder: Ray's unix sockets live under it, and their paths may not exceed 107 characters
     temp = tempfile.mkdtemp(prefix="rt", dir="/tmp")
@@ -55,9 +56,11 @@ def cluster():
     address = f"127.0.0.1:{port}"
     try:
         head = _ray_cli("start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus", "1",
-                        "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp}", env=env)
+                        "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp}",
+                        f"--ray-client-server-port={_free_port()}", env=env)
         assert head.returncode == 0, head.stdout + head.stderr
-        worker = _ray_cli("start", f"--address={address}", "--num-cpus", "1", env=env)
+        worker = _ray_cli("start", f"--address={address}", "--node-ip-address=127.0.0.1", "--num-cpus", "1",
+                          env=env)
         assert worker.returncode == 0, worker.stdout + worker.stderr
         ray.init(address=address)
         try:

@@ -461,7 +461,9 @@ def run_code_where_asked(code: str, task: str = "collect_wood", seed: int = 0, m
     if gif or ray_cluster.requested() is None:
         return run_code(code, task=task, seed=seed, max_steps=max_steps, action=action, gif=gif)
     try:
-        return ray_cluster.run_task(run_code, code, task=task, seed=seed, max_steps=max_steps, action=action)
+        # the test's own wall-clock limit, plus a margin for scheduling and the sandbox's start on the node
+        return ray_cluster.run_task(run_code, code, task=task, seed=seed, max_steps=max_steps, action=action,
+                                    timeout_s=default_wall_time(max_steps) + 120)
     except Exception as exc:  # the cluster, not the code: say so, as for a sandbox that cannot start
         first = (str(exc).strip().splitlines() or [""])[0]
         return CodeRunReport(ok=False, failure_kind="crashed", ended="error", task=str(task),
