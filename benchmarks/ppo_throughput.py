@@ -94,21 +94,14 @@ def raw_vector_steps_per_s(cfg: RLConfig, steps: int, num_envs: int, mode: str) 
         envs.close()
 
 
-SPLITS: dict[str, tuple[float, float]] = {}  # figure -> (share of wall time collecting, updating) of its best run
-
-
-def ours_steps_per_s(cfg: RLConfig, steps: int, num_envs: int, mode: str, device: str, key: str) -> float:
+def ours_steps_per_s(cfg: RLConfig, steps: int, num_envs: int, mode: str,
+                     device: str) -> tuple[float, tuple[float, float]]:
+    """Our PPO's steps/s, and the shares of its wall time spent collecting and updating."""
     settings = cfg.ppo_settings(total_steps=steps, num_envs=num_envs, vector_mode=mode, progress="none",
                                 device=device, run_dir=tempfile.mkdtemp(prefix="ppo_tp_"))
     result = train(settings, cfg)
     sps = result.steps_used / result.wall_time_s  # from the first reset to the last update
-    if sps >= BEST_SO_FAR.get(key, 0.0):
-        BEST_SO_FAR[key] = sps
-        SPLITS[key] = (result.collect_time_s / result.wall_time_s, result.update_time_s / result.wall_time_s)
-    return sps
-
-
-BEST_SO_FAR: dict[str, float] = {}
+    return sps, (result.collect_time_s / result.wall_time_s, result.update_time_s / result.wall_time_s)
 
 
 def _KeepThreads(n: int):
@@ -156,7 +149,7 @@ def profile_training(cfg: RLConfig, steps: int, num_envs: int, mode: str, device
 
     profiler = cProfile.Profile()
     profiler.enable()
-    sps = ours_steps_per_s(cfg, steps, num_envs, mode, device, f"profile-{mode}")
+    sps, _ = ours_steps_per_s(cfg, steps, num_envs, mode, device)
     profiler.disable()
     print(f"our PPO ({num_envs} envs, {mode}) under cProfile: {sps:.0f} steps/s (slowed by the profiler); "
           f"top {top} functions by own time:")
@@ -209,14 +202,17 @@ def main(argv=None) -> int:
         sb3_kinds = []
     # the machine may be shared: alternate the measurements and keep each one's best of --repeats
     best: dict[str, float] = {}
+    splits: dict[str, tuple[float, float]] = {}  # our figures: (collecting, updating) shares of the best run
     for rep in range(args.repeats):
         figures = {"raw": raw_steps_per_s(factory, args.raw_steps)}
         for mode in modes:
             figures[f"raw-{mode}"] = raw_vector_steps_per_s(cfg, args.steps, args.num_envs, mode)
-            figures[mode] = ours_steps_per_s(cfg, args.steps, args.num_envs, mode, args.device, mode)
-            if coded_cfg is not None:
-                figures[f"coded-{mode}"] = ours_steps_per_s(coded_cfg, args.steps, args.num_envs, mode, args.device,
-                                                            f"coded-{mode}")
+            for key, source in ((mode, cfg), (f"coded-{mode}", coded_cfg)):
+                if source is None:
+                    continue
+                figures[key], split = ours_steps_per_s(source, args.steps, args.num_envs, mode, args.device)
+                if figures[key] >= best.get(key, 0.0):
+                    splits[key] = split
         for kind in sb3_kinds:
             figures[f"sb3-{kind}"] = sb3_steps_per_s(cfg, args.steps, args.num_envs, kind, args.device)
         for k, v in figures.items():
@@ -234,7 +230,7 @@ def main(argv=None) -> int:
     for mode in modes:
         sps, kind = best[mode], SB3_KIND[mode]
         vs_sb3 = f", {sps / best[f'sb3-{kind}']:.2f}x SB3-{kind}" if f"sb3-{kind}" in best else ""
-        collecting, updating = SPLITS[mode]
+        collecting, updating = splits[mode]
         print(f"our PPO ({args.num_envs} envs, {mode:7s}): {sps:8.0f} steps/s = {sps / raw:.2f}x raw 1-env, "
               f"{sps / best[f'raw-{mode}']:.2f}x raw {mode}{vs_sb3}  "
               f"[time: {collecting:.0%} collecting, {updating:.0%} updating]")

@@ -18,15 +18,10 @@ def _crafter() -> Backend:
 
 
 def _minedojo() -> Backend:
-    try:
-        import minedojo  # noqa: F401  (optional extra)
-    except ImportError as exc:
-        raise BackendUnavailable(
-            "the minedojo backend needs the MineDojo package, Java 8 and the Minecraft assets it downloads "
-            "(pip install 'rlgpt[minedojo]' on a machine that can reach them); use --env crafter here") from exc
+    # named so that `--env minedojo` gets an answer, not an unknown-choice error; no adapter exists yet
     raise BackendUnavailable(
-        "MineDojo is installed, but rlgpt's game API and tasks are written for Crafter's 2D world and have "
-        "no MineDojo adapter yet (see envs/base.py for the protocol an adapter implements); use --env crafter")
+        "there is no minedojo backend yet (MineDojo): rlgpt's game API and tasks are written for Crafter's 2D world, and "
+        "a MineDojo adapter (the protocol in envs/base.py) has not been written; use --env crafter")
 
 
 BACKENDS: dict[str, Callable[[], Backend]] = {"crafter": _crafter, "minedojo": _minedojo}

@@ -291,30 +291,27 @@ def _node_summary(update: Any) -> str:
     return (f"{kind}: {text}" if kind and text else kind or text)[:120]
 
 
-def _write_videos(settings: RunSettings, values: dict[str, Any]) -> None:
-    """GIFs of two held-out episodes of the final chain into RUN_DIR/videos/ (graph/video.py), before the
-    report is written so that it can show them. A video that cannot be made costs one warning line."""
-    try:
+def _write_pictures_and_videos(graph: Any, config: dict, settings: RunSettings, values: dict[str, Any]) -> None:
+    """GIFs of two held-out episodes of the final chain (RUN_DIR/videos/, graph/video.py), the run drawn over
+    the graph and its timeline (graph/pictures.py), before the report is written so that it can show them.
+    Each kind that cannot be made costs one warning line, never the finished run."""
+    def videos() -> list:
         from graph.video import write_run_videos
 
-        for path in write_run_videos(values.get("evaluation"), settings.run_dir):
-            print(f"video: {path}")
-    except Exception as e:  # never lose a finished run over its pictures
-        why = (str(e).splitlines() or [""])[0]
-        print(f"warning: no videos of play: {type(e).__name__}: {why}", file=sys.stderr)
+        return write_run_videos(values.get("evaluation"), settings.run_dir)
 
-
-def _write_pictures(graph: Any, config: dict, settings: RunSettings) -> None:
-    """The run drawn over the graph and its timeline into the run folder (graph/pictures.py), before the
-    report is written so that it can show them. A picture that cannot be drawn costs one warning line."""
-    try:
+    def pictures() -> list:
         from graph.pictures import write_run_pictures
 
-        for path in write_run_pictures(graph, config, settings.run_dir):
-            print(f"picture: {path}")
-    except Exception as e:  # never lose a finished run over its pictures
-        why = (str(e).splitlines() or [""])[0]
-        print(f"warning: no pictures of the run: {type(e).__name__}: {why}", file=sys.stderr)
+        return write_run_pictures(graph, config, settings.run_dir)
+
+    for label, what, make in (("video", "videos of play", videos), ("picture", "pictures of the run", pictures)):
+        try:
+            for path in make():
+                print(f"{label}: {path}")
+        except Exception as e:
+            why = (str(e).splitlines() or [""])[0]
+            print(f"warning: no {what}: {type(e).__name__}: {why}", file=sys.stderr)
 
 
 def execute(settings: RunSettings, resumed: bool, live: bool | None, task_text: str | None = None,
@@ -360,8 +357,8 @@ def _execute(settings: RunSettings, resumed: bool, live: bool | None, task_text:
         if resumed and not fresh and not snapshot.next and not snapshot.tasks:
             print(f"run {settings.run_id} had already finished; its summary:", file=sys.stderr)
             old_log = RunLog(settings.run_dir, resumed=True, read_only=True)
-            _write_videos(settings, snapshot.values)  # kept as they are when they already show these episodes
-            _write_pictures(graph, config, settings)
+            # videos already showing these episodes are kept as they are
+            _write_pictures_and_videos(graph, config, settings, snapshot.values)
             report = build_report(settings, snapshot.values, old_log.wall_s, usage=old_log.usage())
             print_summary(report, *write_report(report, settings.run_dir))
             return EXIT_OK
@@ -416,8 +413,7 @@ def _execute(settings: RunSettings, resumed: bool, live: bool | None, task_text:
             return EXIT_FAILED
         run_log.close()
         final = graph.get_state(config)
-        _write_videos(settings, final.values)
-        _write_pictures(graph, config, settings)
+        _write_pictures_and_videos(graph, config, settings, final.values)
         report = build_report(settings, final.values, run_log.wall_s, model_name=getattr(model, "name", ""),
                               usage=run_log.usage())
         print_summary(report, *write_report(report, settings.run_dir))

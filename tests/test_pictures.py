@@ -292,13 +292,15 @@ def test_report_lists_the_pictures_and_videos_present(tmp_path):
 
 def test_a_drawing_that_fails_costs_one_warning(monkeypatch, capsys):
     import graph.pictures
-    from graph.run import _write_pictures
+    import graph.video
+    from graph.run import _write_pictures_and_videos
     from nodes.settings import RunSettings
 
     def broken(*args, **kwargs):
         raise RuntimeError("no layout\nsecond line")
 
     monkeypatch.setattr(graph.pictures, "write_run_pictures", broken)
-    _write_pictures(object(), {}, RunSettings(task="collect_wood", run_id="x"))
+    monkeypatch.setattr(graph.video, "write_run_videos", lambda *args, **kwargs: [])  # pictures only
+    _write_pictures_and_videos(object(), {}, RunSettings(task="collect_wood", run_id="x"), {})
     err = capsys.readouterr().err
     assert err == "warning: no pictures of the run: RuntimeError: no layout\n"

@@ -225,8 +225,11 @@ def test_a_video_that_cannot_be_made_costs_one_warning_line(evaluation, tmp_path
     def broken(*args, **kwargs):
         raise OSError("disk full\nsecond line")
 
+    import graph.pictures
+
     monkeypatch.setattr(video, "write_run_videos", broken)
-    run._write_videos(RunSettings(out_dir=tmp_path, run_id="r"), {"evaluation": evaluation})
+    monkeypatch.setattr(graph.pictures, "write_run_pictures", lambda *args, **kwargs: [])  # videos only
+    run._write_pictures_and_videos(object(), {}, RunSettings(out_dir=tmp_path, run_id="r"), {"evaluation": evaluation})
     err = capsys.readouterr().err
     assert err == "warning: no videos of play: OSError: disk full\n"
 
