@@ -20,8 +20,8 @@ def _crafter() -> Backend:
 def _minedojo() -> Backend:
     # named so that `--env minedojo` gets an answer, not an unknown-choice error; no adapter exists yet
     raise BackendUnavailable(
-        "there is no minedojo backend yet (MineDojo): rlgpt's game API and tasks are written for Crafter's 2D world, and "
-        "a MineDojo adapter (the protocol in envs/base.py) has not been written; use --env crafter")
+        "there is no minedojo backend yet (MineDojo): rlgpt's game API and tasks are written for Crafter's "
+        "2D world, and a MineDojo adapter (the protocol in envs/base.py) has not been written; use --env crafter")
 
 
 BACKENDS: dict[str, Callable[[], Backend]] = {"crafter": _crafter, "minedojo": _minedojo}
