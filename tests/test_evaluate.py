@@ -79,6 +79,7 @@ def test_quick_report_has_every_table_with_intervals_and_seeds(quick_report):
         assert f"## {title}" in text
     assert "held-out seeds: 1000000..1000002 (3 episodes" in text
     assert text.count("95% Wilson") >= 6
+    assert "does not darken at night" in text  # the symbolic view's advantage over pixels, stated
     for t in tables:
         assert (cfg.out / f"{t.key}.csv").is_file()
         png = cfg.out / t.plot

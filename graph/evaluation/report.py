@@ -59,6 +59,13 @@ def write_csv(table: Table, folder: Path) -> Path:
     return path
 
 
+# Crafter draws its night as darkened, noisy pixels; the symbolic view that agent code and our policies read
+# has no such loss, so the report says so next to every table set.
+SYMBOLIC_VIEW_NOTE = ("the symbolic 9x7 local view (materials, creatures), the inventory, status bars and "
+                      "daylight; unlike Crafter's pixels it does not darken at night, so at night agent code and "
+                      "policies see cells a human player could not make out")
+
+
 def render_markdown(tables: Sequence[Table], cfg: EvalConfig, meta: dict[str, Any]) -> str:
     from envs.seeds import eval_seeds
 
@@ -75,7 +82,8 @@ def render_markdown(tables: Sequence[Table], cfg: EvalConfig, meta: dict[str, An
              f"code tests: {cfg.test_episodes} training seeds per measurement; PPO vector mode: {cfg.vector_mode}",
              f"- wall time: {meta['wall_s_total']:.0f} s measured over all cells "
              f"({meta['wall_s_session']:.0f} s in the last session; {meta['cached']} cells reused from the cache)",
-             f"- machine: {meta['machine']}", "",
+             f"- machine: {meta['machine']}",
+             f"- what the player sees: {SYMBOLIC_VIEW_NOTE}", "",
              "Every rate is given as `value [95% CI]` (Wilson score interval). Rows and columns marked "
              "*published* are figures from the papers (MineDojo or the Crafter benchmark), not our runs.", ""]
     for t in tables:
