@@ -69,7 +69,9 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
     if subtask not in best:
         best[subtask] = result
         update["best"] = current["best"] = best
-    earlier = _best_by_kind(state.get("results", []), subtask)
+    # the best rates of the attempts before this one: the fast node may have recorded this round's result
+    # already (it reads test reports to repair code), and a training judged against itself never improves
+    earlier = _best_by_kind([r for r in current.get("results", []) if r != result], subtask)
     last = state.get("last_attempt") or {}
     max_inner, max_outer = settings.max_inner_iters, settings.max_outer_iters
     inner, outer = int(state.get("inner_iter", 0)), int(state.get("outer_iter", 0))

@@ -28,6 +28,7 @@ PPO_BOUNDS: dict[str, Any] = {
     "max_grad_norm": (0.01, 100.0),
     "target_kl": (0.001, 1.0),
     "hidden_size": (8, 1024),
+    "coded_prior": (0.0, 0.99),
     "torch_threads": (1, 64),
     "log_every": (1, 100_000),
     "window": (1, 10_000),

@@ -58,6 +58,10 @@ class PPOSettings:
     target_kl: float | None = setting(
         None, "stop the update epochs early once the approximate KL exceeds this (None: never)")
     hidden_size: int = setting(64, "width of the MLP layers (and of the CNN's last layer)")
+    coded_prior: float = setting(0.0, (
+        "share of the untrained policy's choices that go to the coded actions together, evenly among them "
+        "(0: the usual near-uniform start over every action). With 0.9 the policy starts by calling the code "
+        "and learns where to deviate from it, instead of first learning to call it"))
     vector_mode: str = setting("sync", (
         "'sync' steps the environments in this process, 'batched' in one worker process per CPU core (each "
         "stepping its share of the envs in a loop), 'async' in one worker process each, 'actors' in one worker "
@@ -125,6 +129,20 @@ class Agent(nn.Module):
             # separate actor and critic trunks, as cleanrl does for vector observations
             self.actor = nn.Sequential(trunk(), layer_init(nn.Linear(hidden, n_actions), std=0.01))
             self.critic = nn.Sequential(trunk(), layer_init(nn.Linear(hidden, 1), std=1.0))
+
+    def start_with_share(self, first: int, share: float) -> None:
+        """Set the actor's output biases so that the untrained policy gives ``share`` of its probability to the
+        actions from index ``first`` on (the coded actions), evenly, and the rest evenly to those before.
+        The output weights start near zero (std 0.01), so the biases decide the first rollouts' choices."""
+        n_late = self.n_actions - first
+        if not 0.0 < share < 1.0 or n_late <= 0 or first <= 0:
+            return
+        out = self.actor[-1] if isinstance(self.actor, nn.Sequential) else self.actor
+        bias = out.bias
+        assert isinstance(bias, torch.Tensor)  # the actor's output is an nn.Linear, with a bias
+        with torch.no_grad():
+            bias[:first] = math.log((1.0 - share) / first)
+            bias[first:] = math.log(share / n_late)
 
     def mlp_linears(self) -> tuple[list[nn.Linear], list[nn.Linear]]:
         """The MLP's actor and critic layers, input to output (empty for the CNN)."""
@@ -602,6 +620,7 @@ def train_loop(s: PPOSettings, spec: CollectorSpec, collect: Collect, device: to
     gathers each rollout: a Collector in this process, or rl.vector_modes.ActorPool in worker processes.
     Returns the agent and the run's numbers (rl.training.TrainResult's fields, all but the policy's path)."""
     agent = Agent(spec.obs_shape, spec.n_actions, s.hidden_size).to(device)
+    agent.start_with_share(spec.n_primitive, s.coded_prior)
     optimizer = make_optimizer(agent, s.learning_rate)
     log = RunLogger(s, run_name, total=s.total_steps)
     start = time.time()  # the clock includes the first reset (world generation), as SB3's learn() does

@@ -28,6 +28,19 @@ def _run(settings, model=None, plugins=None, checkpointer=None):
     return graph, model, final
 
 
+class CriticContexts(ExpertModel):
+    """The expert, keeping what each critic call was shown."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.critic_contexts: list[dict] = []
+
+    def structured(self, role, messages, schema, context=None):
+        if role == "critic":
+            self.critic_contexts.append(dict(context or {}))
+        return super().structured(role, messages, schema, context)
+
+
 @pytest.fixture(scope="module")
 def no_revision_run(tmp_path_factory):
     """'harvest log' with no code revisions: the code that misses the worlds with no tree in view at spawn
@@ -37,7 +50,7 @@ def no_revision_run(tmp_path_factory):
     seen = []
     plugins = Plugins(nodes=[NodeSpec(name="watch", fn=lambda state: seen.append(state.get("plugin_next")) or {},
                                       after="critic")])
-    graph, model, final = _run(settings, plugins=plugins, checkpointer=InMemorySaver())
+    graph, model, final = _run(settings, model=CriticContexts(), plugins=plugins, checkpointer=InMemorySaver())
     return settings, model, graph, final, seen
 
 
@@ -60,7 +73,20 @@ def test_code_out_of_revisions_moves_to_rl(no_revision_run):
     config = final["rl_configs"][0]
     assert config["coded_action_names"] == ["explore", "collect_wood"]
     assert len(config["config"]["coded_actions"]) == 2 and config["config"]["eval_episodes"] == 0
+    assert config["config"]["ppo"]["coded_prior"] == 0.9  # the policy starts on its coded actions
     assert any("def collect_wood(" in src for src in config["config"]["coded_actions"])
+
+
+def test_the_critic_compares_a_training_with_the_attempts_before_it(no_revision_run):
+    """The critic of the first training is shown the code's best rate and no earlier training: a training
+    compared with itself never counts as improving, and the graph stopped training after the first."""
+    settings, model, graph, final, seen = no_revision_run
+    code_rate = final["report"]["measurements"][0]["success_rate"]
+    rl_contexts = [c for c in model.critic_contexts if c["sub_action"]["kind"] == "rl"]
+    assert rl_contexts
+    first = rl_contexts[0]["best_by_kind"]
+    assert first.get("rl") is None and first.get("rl_before") is None
+    assert first["code"] == code_rate
 
 
 @pytest.mark.slow

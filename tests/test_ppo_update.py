@@ -97,3 +97,20 @@ def test_a_whole_update_moves_the_weights_as_autograd_does():
     for (name, p), q in zip(agent.named_parameters(), twin.parameters()):
         torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-6, msg=lambda m, name=name: f"{name}: {m}")
     assert any((p - p0).abs().max() > 1e-4 for p, p0 in zip(agent.parameters(), before.parameters()))
+
+
+def test_a_coded_prior_starts_the_policy_on_the_coded_actions():
+    """coded_prior: the untrained policy gives that share of its choices to the coded actions (the last ones
+    of the head), evenly; 0 leaves the usual near-uniform start."""
+    torch.manual_seed(8)
+    n_primitive, n_coded = 17, 3
+    obs = torch.rand(256, OBS)
+    for share in (0.0, 0.5, 0.9):
+        agent = Agent((OBS,), n_primitive + n_coded, hidden=16)
+        agent.start_with_share(n_primitive, share)
+        with torch.no_grad():
+            probs = torch.softmax(agent.actor(obs), -1)
+        coded = probs[:, n_primitive:].sum(-1)
+        expected = share if share else n_coded / (n_primitive + n_coded)
+        assert abs(coded.mean().item() - expected) < 0.02
+        assert (probs[:, n_primitive:].std(-1) < 0.02).all()  # evenly among the coded actions

@@ -45,7 +45,10 @@ RULES_VERSION = 5
 # 7: the attempt subgraph: test reports go back to the fast agent, which repairs (nodes.repair) before the
 #    critic judges; code whose revisions run out moves to RL; one coded action per answer, composed by
 #    nodes.library; PPO's mid-run evaluation on validation seeds.
-GRAPH_RULES_VERSION = 7
+# 8: the critic compares a training with the attempts before it (it saw the training's own rate as the best
+#    earlier one, so no training was ever extended), and a learned sub-action's policy starts on its coded
+#    actions (coded_prior 0.9 in nodes.fast.ppo_defaults).
+GRAPH_RULES_VERSION = 8
 METHOD_LABELS = {"rlgpt": "RL-GPT (rule-based expert)", "pure_rl": "pure RL (PPO, primitive actions)",
                  "pure_code": "pure code (coded actions, no RL)",
                  "rl_with_code": "PPO + coded actions in the action head"}
