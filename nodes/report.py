@@ -97,13 +97,24 @@ def _sub_action_history(state: Mapping[str, Any], subtask: str) -> list[dict[str
     return list(by_name.values())
 
 
+def _kept_status(skill: Skill, target: float) -> str:
+    """What happened to a skill made in this run: 'passed' only when its judged rate reached the target;
+    otherwise 'kept' with the rate it was kept at (below the target, or below the skill threshold too)."""
+    given = skill.success_given_start
+    judged = skill.success_rate if given is None else given
+    if judged >= target:
+        return "passed"
+    rate = f"{judged:.0%} from its start" if given is not None and given != skill.success_rate else f"{judged:.0%}"
+    return f"kept at {rate}, below the {'target' if skill.passing else 'skill threshold'}"
+
+
 def _subtask_status(state: Mapping[str, Any], skills: Mapping[str, Skill], index: int, name: str,
-                    graph_done: bool) -> str:
+                    graph_done: bool, target: float) -> str:
     skill = skills.get(name)
     if skill:
         if skill.reused:
             return "reused skill"
-        return "passed" if skill.passing else "kept (below threshold)"
+        return _kept_status(skill, target)
     if any(isinstance(ev, Mapping) and ev.get("type") == "subtask_failed" and ev.get("subtask") == name
            for ev in state.get("events") or []):
         return "failed"
@@ -171,7 +182,8 @@ def build_report(settings: RunSettings, state: Mapping[str, Any], wall_s: float,
         skill = skills.get(name)
         actions = _sub_action_history(state, name)
         subtasks.append({
-            "name": name, "goal": sub.get("goal", ""), "status": _subtask_status(state, skills, i, name, graph_done),
+            "name": name, "goal": sub.get("goal", ""),
+            "status": _subtask_status(state, skills, i, name, graph_done, settings.target_success),
             "success_rate": skill.success_rate if skill else max(
                 (a["best_success_rate"] for a in actions if a["best_success_rate"] is not None), default=None),
             "env_steps": sum(a["env_steps"] for a in actions),

@@ -59,6 +59,24 @@ def test_report_content(tmp_path, capsys):
     assert "code -> rl" in out and "Model calls and tokens per node" in out and str(js_path) in out
 
 
+def test_a_skill_below_the_target_is_reported_as_kept_at_its_rate(tmp_path):
+    """'passed' means the target was reached; a skill kept below it says at what rate, and which bar it missed."""
+    settings = RunSettings(task="make iron pickaxe", run_id="r2", out_dir=tmp_path)  # target 90%, threshold 50%
+    names = ("collect_iron", "make_iron_pickaxe", "collect_coal")
+    plan = [{"name": n, "goal": "", "success_condition": ""} for n in names]
+    skills = {
+        "collect_iron": {"name": "iron", "kind": "code", "success_rate": 0.62, "passing": True},
+        # tested after a replayed prefix: 3 of 8 runs succeeded, 3 of the 5 that reached its start
+        "make_iron_pickaxe": {"name": "pickaxe", "kind": "code", "success_rate": 0.375,
+                              "success_given_start": 0.6, "passing": True},
+        "collect_coal": {"name": "coal", "kind": "code", "success_rate": 0.38, "passing": False},
+    }
+    report = build_report(settings, {"plan": plan, "skills": skills, "subtask_index": 3, "report": {}}, wall_s=1.0)
+    assert [s["status"] for s in report["subtasks"]] == [
+        "kept at 62%, below the target", "kept at 60% from its start, below the target",
+        "kept at 38%, below the skill threshold"]
+
+
 def test_report_of_an_empty_state(tmp_path):
     # a run stopped before the planner finished still gets a report, not a crash
     report = build_report(RunSettings(run_id="r2", out_dir=tmp_path), {}, wall_s=0.0)
