@@ -22,6 +22,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 from pydantic import ValidationError
 
+from nodes.attempts import judged_rate
 from nodes.context import RunContext, context_of
 from nodes.settings import RunSettings
 from nodes.skills import Skill, SkillLibrary, SkillLibraryError
@@ -101,7 +102,7 @@ def _kept_status(skill: Skill, target: float) -> str:
     """What happened to a skill made in this run: 'passed' only when its judged rate reached the target;
     otherwise 'kept' with the rate it was kept at (below the target, or below the skill threshold too)."""
     given = skill.success_given_start
-    judged = skill.success_rate if given is None else given
+    judged = judged_rate({"success_rate": skill.success_rate, "success_given_start": given})
     if judged >= target:
         return "passed"
     rate = f"{judged:.0%} from its start" if given is not None and given != skill.success_rate else f"{judged:.0%}"
