@@ -514,7 +514,9 @@ def run_title(history: Any) -> str:
     spent, budget = int(v.get("env_steps_spent") or 0), int(v.get("budget_steps") or 0)
     text = f"run {history.run_id}: {v.get('task_text') or v.get('task') or ''}, {spent:,} of {budget:,} env steps"
     ev = v.get("evaluation") or {}
-    if isinstance(ev.get("success_rate"), (int, float)):
+    if isinstance(ev.get("crafter_score"), (int, float)):
+        text += f", held-out Crafter score {ev['crafter_score']:.1f}"
+    elif isinstance(ev.get("success_rate"), (int, float)):
         text += f", held-out success {ev['success_rate']:.0%}"
     return text if history.finished else text + " (stopped)"
 

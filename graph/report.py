@@ -42,6 +42,13 @@ def _evaluation_text(ev: Mapping[str, Any]) -> str:
         return "not run"
     if ev.get("ran") is False:
         return f"not run ({ev.get('reason', 'no reason given')})"
+    if ev.get("crafter_score") is not None:  # a score task: no single success, the benchmark's score
+        low, high = ev.get("crafter_score_ci95") or (None, None)
+        rates = ev.get("achievement_rates") or {}
+        return (f"Crafter score {ev['crafter_score']:.1f}"
+                + (f" (95% CI {low:.1f}-{high:.1f})" if low is not None else "")
+                + f" over {ev.get('episodes', 0)} episodes; {sum(v > 0 for v in rates.values())} of {len(rates)} "
+                "achievements unlocked at least once")
     text = f"{_pct(rate_of(ev))}"
     if "successes" in ev and "episodes" in ev:
         text += f" ({ev['successes']}/{ev['episodes']} episodes"
@@ -81,7 +88,10 @@ def summary_tables(report: Mapping[str, Any]) -> list[Table]:
     totals = Table(show_header=False, title="Totals", title_justify="left")
     totals.add_column(style="bold")
     totals.add_column()
-    totals.add_row("held-out success", _evaluation_text(ev))
+    totals.add_row("held-out score" if ev.get("crafter_score") is not None else "held-out success",
+                   _evaluation_text(ev))
+    if ev.get("achievement_rates"):
+        totals.add_row("", ", ".join(f"{a} {v:.0f}%" for a, v in ev["achievement_rates"].items()))
     totals.add_row("env steps", f"{steps['spent']:,} of {steps['budget']:,} budget"
                                 + (f" (+{steps['evaluation']:,} evaluation)" if steps["evaluation"] else ""))
     totals.add_row("wall time", f"{report['wall_s']:.1f} s")
@@ -151,7 +161,11 @@ def render_markdown(report: Mapping[str, Any], pictures: Sequence[tuple[str, str
              f"- env steps: {report['env_steps']['spent']:,} of {report['env_steps']['budget']:,}"
              f" (+{report['env_steps']['evaluation']:,} evaluation)",
              f"- wall time: {report['wall_s']:.1f} s", ""]
-    lines += [f"Held-out evaluation: {_evaluation_text(report.get('evaluation') or {})}.", ""]
+    ev = report.get("evaluation") or {}
+    lines += [f"Held-out evaluation: {_evaluation_text(ev)}.", ""]
+    if ev.get("achievement_rates"):
+        lines += ["| achievement | unlocked in |", "|---|---:|"]
+        lines += [f"| {a} | {v:.0f}% |" for a, v in ev["achievement_rates"].items()] + [""]
     lines += ["## Subtasks", "", "| subtask | status | sub-action | code / RL | attempts | success | env steps |",
               "|---|---|---|---|---:|---:|---:|"]
     for s in report["subtasks"]:

@@ -6,6 +6,11 @@ unlocked (a coded skill: one call of its entry action; a learned one: its policy
 actions, until the achievement or the step limit). The success rate comes with a 95% Wilson
 interval. These steps are evaluation, reported apart from the training budget.
 
+A score task (crafter_score) has no single achievement: every skill of its plan is played in order
+in one episode of the task's length, a skill whose prerequisites did not unlock (or that has none) is
+skipped rather than ending the episode, a learned skill stops at its subtask's step limit, and the
+result is the Crafter score of the unlocked achievements (envs.score) with a bootstrap interval.
+
 The episodes are played in an `envs.replay.RecordingEnv`, which keeps every primitive action and the
 skill and coded action that played it; two episodes come back in the result (`replays`) so that a
 video can be made later by replaying their actions on a fresh env, without running agent code again
@@ -20,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph.runtime import Runtime
 
+from envs.score import achievement_rates, bootstrap_score, crafter_score
 from envs.seeds import eval_seeds
 from envs.tasks import TASKS
 from nodes.attempts import split_functions
@@ -99,8 +105,11 @@ class _ChainStep:
         (self.code if self.kind == "code" else self.policy).close()
 
 
-def _load_chain(plan: list[dict], skills: Mapping[str, SkillLike], seed: int) -> list[_ChainStep]:
-    """The skills in plan order; each coded one sees every coded action the skills up to it define."""
+def _load_chain(plan: list[dict], skills: Mapping[str, SkillLike], seed: int,
+                score: bool = False) -> list[_ChainStep]:
+    """The skills in plan order; each coded one sees every coded action the skills up to it define.
+    In a score plan a coded skill replays only its own prerequisites before it: the plan's other
+    achievements are not needed for it, and one that failed would hold it up."""
     pool: dict[str, str] = {}
     chain = []
     names = [sub["name"] for sub in plan]
@@ -110,7 +119,8 @@ def _load_chain(plan: list[dict], skills: Mapping[str, SkillLike], seed: int) ->
             for name, fn_source in split_functions(src).items():
                 if name != "main":
                     pool.setdefault(name, fn_source)
-        chain.append(_ChainStep(sub["name"], skill, seed, earlier=names[:i], pool=dict(pool),
+        earlier = [n for n in names[:i] if n in TASKS[sub["name"]].prerequisites] if score else names[:i]
+        chain.append(_ChainStep(sub["name"], skill, seed, earlier=earlier, pool=dict(pool),
                                 later=names[i + 1:], place=f"{i + 1}/{len(plan)}"))
     return chain
 
@@ -120,55 +130,83 @@ def _further(a: EpisodeRecord, b: EpisodeRecord) -> bool:
     return (a.reached, a.success, len(a.achievements)) > (b.reached, b.success, len(b.achievements))
 
 
+def _play_chain(env, chain: list[_ChainStep], score: bool, errors: list[str], world: int) -> tuple[int, list[str]]:
+    """One episode of the chain from the env's fresh state: (steps, subtasks whose achievement unlocked).
+
+    A chain task stops at the first skill that fails; a score plan skips it (and a skill whose
+    prerequisites did not unlock) and goes on; both stop when the episode ends."""
+    steps, passed = 0, []
+    for step in chain:
+        if step.achievement in env.game.achievements:
+            passed.append(step.subtask)
+            continue
+        if score and not set(TASKS[step.subtask].prerequisites) <= set(env.game.achievements):
+            continue
+        room = max(env.max_steps - steps, 1)
+        used, ended, error = step.run(env, max_steps=min(room, TASKS[step.subtask].max_steps) if score else room)
+        steps += used
+        if error and len(errors) < 5:
+            errors.append(f"seed {world}, {step.subtask}: {error}")
+        if step.achievement in env.game.achievements:
+            passed.append(step.subtask)
+        elif not score:
+            break
+        if ended:
+            break
+    return steps, passed
+
+
+def _score_fields(unlocked: list[list[str]], seed: int) -> dict:
+    """The Crafter score of these episodes' achievements, its 95% bootstrap interval and each rate."""
+    rates = achievement_rates(unlocked)
+    low, high = bootstrap_score(unlocked, seed=seed)
+    return {"crafter_score": round(crafter_score(rates), 3), "crafter_score_ci95": [round(low, 3), round(high, 3)],
+            "achievement_rates": rates, "achievements": unlocked}
+
+
 def evaluate_chain(task: str, plan: list[dict], skills: Mapping[str, SkillLike], episodes: int, seed: int,
-                   record: bool = True) -> dict:
-    """Success of the chained skills on `episodes` held-out worlds.
+                   record: bool = True, max_steps: int | None = None) -> dict:
+    """Success of the chained skills on `episodes` held-out worlds (for a score task, its Crafter score).
 
     With `record`, the result's `replays` holds two of these episodes as `EpisodeRecord.to_json()` dumps:
     `first` (the first held-out seed's) and `furthest` (the most chain steps passed, then success, then the
-    most achievements; the earliest seed on a tie). They are what videos are made from (graph/video.py)."""
+    most achievements; the earliest seed on a tie). They are what videos are made from (graph/video.py).
+    `max_steps`: each episode's length (default: the task's step limit)."""
     from envs.replay import RecordingEnv  # heavy (Crafter): only when a chain is played
 
+    score = TASKS[task].achievement is None
     missing = [s["name"] for s in plan if s["name"] not in skills]
-    playable = plan[:next((i for i, s in enumerate(plan) if s["name"] not in skills), len(plan))]
+    if score:  # every skill the run has, in plan order; the missing ones just unlock nothing
+        playable = [s for s in plan if s["name"] in skills]
+    else:
+        # the skills the run has are played in plan order up to the first gap (graph.evaluation does the
+        # same); a task that needs the missing ones then fails
+        playable = plan[:next((i for i, s in enumerate(plan) if s["name"] not in skills), len(plan))]
     if not playable:
         return {"ran": False, "reason": f"no skill for {', '.join(missing)}: nothing to play",
                 "episodes": 0, "success_rate": None, "steps": 0}
-    # the skills the run has are played in plan order up to the first gap (graph.evaluation does the
-    # same); a task that needs the missing ones then fails
-    chain = _load_chain(playable, skills, seed)
-    env = RecordingEnv(task=task, obs_kind="symbolic", reward="task")
+    chain = _load_chain(playable, skills, seed, score=score)
+    env = RecordingEnv(task=task, obs_kind="symbolic", reward="task", max_steps=max_steps)
     target = TASKS[task]
     seeds = eval_seeds(episodes)
     successes, total_steps, reached = 0, 0, {s.subtask: 0 for s in chain}
     errors: list[str] = []
+    unlocked: list[list[str]] = []
     first: EpisodeRecord | None = None
     furthest: EpisodeRecord | None = None
     start = time.time()
     try:
         for world in seeds:
             env.reset(seed=world)
-            steps, ended, passed = 0, False, 0
-            for step in chain:
-                if step.achievement in env.game.achievements:
-                    reached[step.subtask] += 1
-                    passed += 1
-                    continue
-                used, ended, error = step.run(env, max_steps=max(env.max_steps - steps, 1))
-                steps += used
-                if error and len(errors) < 5:
-                    errors.append(f"seed {world}, {step.subtask}: {error}")
-                if step.achievement not in env.game.achievements:
-                    break
-                reached[step.subtask] += 1
-                passed += 1
-                if ended:
-                    break
+            steps, passed = _play_chain(env, chain, score, errors, world)
+            for name in passed:
+                reached[name] += 1
             success = target.is_success(set(env.game.achievements))
             successes += int(success)
             total_steps += steps
+            unlocked.append(sorted(env.game.achievements))
             if record:
-                episode = env.record(success=success, reached=passed, chain_length=len(chain))
+                episode = env.record(success=success, reached=len(passed), chain_length=len(chain))
                 first = episode if first is None else first
                 furthest = episode if furthest is None or _further(episode, furthest) else furthest
     finally:
@@ -180,6 +218,7 @@ def evaluate_chain(task: str, plan: list[dict], skills: Mapping[str, SkillLike],
             "steps": total_steps, "mean_steps": total_steps / episodes, "seeds": [seeds[0], seeds[-1]],
             "reached": reached, "errors": errors, "wall_time_s": round(time.time() - start, 2), "missing": missing,
             "chain": [f"{s.subtask}:{s.kind}" for s in chain],
+            **(_score_fields(unlocked, seed) if score else {}),
             **({"replays": {"first": first.to_json(), "furthest": furthest.to_json()}}
                if first is not None and furthest is not None else {})}
 
@@ -196,7 +235,8 @@ def executor(state: RLGPTState, runtime: Runtime[RunContext]) -> dict:
             if record is not None:
                 skills[sub["name"]] = record
     try:
-        result = evaluate_chain(state["task"], state.get("plan", []), skills, episodes, seed)
+        result = evaluate_chain(state["task"], state.get("plan", []), skills, episodes, seed,
+                                max_steps=settings.eval_max_steps)
     except (ValueError, FileNotFoundError, RuntimeError) as exc:  # a broken skill: report it, do not crash
         result = {"ran": False, "reason": f"the chain could not run: {exc}", "episodes": 0,
                   "success_rate": None, "steps": 0}

@@ -111,7 +111,7 @@ class ExpertModel:
     # -- planner --
 
     def _plan(self, c: dict) -> Plan:
-        from nodes.recipes import backward_chain  # heavy (Crafter's recipe data): on the first plan
+        from nodes.recipes import backward_chain, score_order  # heavy (Crafter's recipe data): on the first plan
 
         failed = c.get("failed")
         if failed:
@@ -123,10 +123,15 @@ class ExpertModel:
             return Plan(subtasks=[], reason=(
                 f"{failed['subtask']} never succeeded in any attempt and no other recipe provides it: give up"))
         task = c["task"]
-        chain = [task] if TASKS[task].achievement is None else backward_chain(task)
+        score = TASKS[task].achievement is None
+        chain = score_order() if score else backward_chain(task)
         subtasks = [Subtask(name=n, goal=TASKS[n].description,
                             success_condition=f"achievement '{TASKS[n].achievement or n}' unlocked")
                     for n in chain]
+        if score:
+            return Plan(subtasks=subtasks, reason=(
+                "every achievement once, each after its prerequisites: what a few-shot example covers first, "
+                "shallow before deep, then combat, sleep, hunting and the ripe plant, which must be learned"))
         return Plan(subtasks=subtasks,
                     reason="backward chaining over Crafter's recipes (tools, materials, stations), prerequisites first")
 

@@ -4,6 +4,10 @@ A fresh plan replaces everything; a re-plan answers the work from the failed sub
 starts with the failed subtask and some attempt of it ever succeeded, that best attempt is kept
 as its skill and the run goes on with the rest; otherwise the new plan is solved from its first
 subtask (a retry when that is the failed one). An empty re-plan ends the loops.
+
+A score task (crafter_score: no achievement of its own, a plan over many) has no route to change:
+a failed subtask keeps its best attempt when it ever succeeded, else it is dropped together with the
+later subtasks that need it, and the run goes on with the rest; the model is not asked again.
 """
 
 from __future__ import annotations
@@ -50,6 +54,8 @@ def planner(state: RLGPTState, runtime: Runtime[RunContext]) -> Command[Literal[
         update["started_at"] = time.time()
     context = planner_context(state)
     failed = context.get("failed")
+    if failed and TASKS[state["task"]].achievement is None:
+        return _go_on_without(state, update, failed, settings.skill_threshold)
     if failed and state.get("replans", 0) >= settings.max_replans:
         return _to({**update, "failed": None,
                     "stop_reason": f"subtask {failed['subtask']} failed and the re-plan limit is reached",
@@ -86,3 +92,24 @@ def planner(state: RLGPTState, runtime: Runtime[RunContext]) -> Command[Literal[
         return _to({**base, "plan": kept + subtasks, "skills": skills, "subtask_index": index + 1}, "subtask")
     # a different plan, or a subtask that never succeeded: solve the new plan from here
     return _to({**base, "plan": kept + subtasks}, "subtask")
+
+
+def _go_on_without(state: Mapping[str, Any], update: dict, failed: Mapping[str, Any], threshold: float) -> Command:
+    """A score plan after a subtask failed: keep its best attempt if it ever succeeded, else drop it and
+    every later subtask that needs it; the subtask node then picks the next one (or ends the plan)."""
+    index, name = state["subtask_index"], failed["subtask"]
+    plan = list(state["plan"])
+    best = skill_from_best(state, name, threshold)
+    base = {**update, "failed": None}
+    if best is not None and best["success_rate"] > 0:
+        skills = {**(state.get("skills") or {}), name: best}
+        event = {"type": "replan", "failed": name, "subtasks": [s["name"] for s in plan[index + 1:]],
+                 "reason": f"score plan: keep the best attempt of {name} ({best['success_rate']:.0%}) and go on"}
+        kept = {**base, "skills": skills, "subtask_index": index + 1}
+    else:
+        rest = [s for s in plan[index + 1:] if name not in TASKS[s["name"]].prerequisites]
+        dropped = [name] + [s["name"] for s in plan[index + 1:] if s not in rest]
+        event = {"type": "replan", "failed": name, "subtasks": [s["name"] for s in rest],
+                 "reason": f"score plan: {name} never succeeded; dropped {', '.join(dropped)} and went on"}
+        kept = {**base, "plan": plan[:index] + rest}
+    return _to({**kept, "events": [event]}, "subtask")

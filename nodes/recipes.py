@@ -2,7 +2,8 @@
 
 `requirements(achievement)` says what an achievement needs (tools, materials, stations);
 `backward_chain(goal)` orders every achievement needed for `goal` so prerequisites come first;
-`template_for(achievement)` names the few-shot example a coded solution starts from.
+`template_for(achievement)` names the few-shot example a coded solution starts from;
+`score_order()` orders all 22 achievements for the Crafter-score task.
 """
 
 from __future__ import annotations
@@ -80,11 +81,26 @@ def template_for(achievement: str) -> dict[str, str] | None:
         source = next((m for m, info in COLLECT.items() if item in info.get("receive", {})), None)
         # sapling drops with a probability and drink comes from water: still one 'collect' program
         return {"kind": "collect", "target": source, "item": item} if source else None
-    if kind == "place" and item in ("table", "furnace", "stone"):
+    if kind == "place" and item in PLACE:  # table, furnace, stone, and a sapling planted on grass
         return {"kind": "place", "item": item}
     if kind == "make" and item in MAKE:
         return {"kind": "make", "item": item}
     return None
+
+
+def score_order() -> list[str]:
+    """Every achievement once, for the Crafter-score task: what a few-shot example covers first (code
+    is cheap and sure), shallow before deep (an episode that dies early keeps what it unlocked), then
+    what must be learned (combat, sleep, hunting, a ripe plant); each after its prerequisites."""
+    from envs.tasks import TASKS
+
+    depth = {a: len(backward_chain(a)) for a in ACHIEVEMENTS}
+    goals = sorted(ACHIEVEMENTS, key=lambda a: (template_for(a) is None, depth[a], TASKS[a].max_steps,
+                                                ACHIEVEMENTS.index(a)))
+    order: list[str] = []
+    for goal in goals:
+        order += [a for a in backward_chain(goal) if a not in order]
+    return order
 
 
 def recipe_facts(achievement: str) -> dict:

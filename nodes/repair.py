@@ -6,6 +6,8 @@ kind, the inventory at the end) and changes the code the way the failure asks:
 - the step budget ran out (out_of_steps, timeout) -> the same code with twice the steps per test;
 - the precondition was false (nothing to act on in view) -> explore until the action can act;
 - a place_/make_ action lacked a material the library can collect -> gather it first;
+- a collect_ action returned without its item (a drop that comes with a probability, a cow that walked
+  off) -> call it again until the item is in the inventory;
 - anything else (deaths, errors it has no rule for) -> the same code, which the graph does not test
   again: the critic judges it and the sub-action moves to RL.
 """
@@ -20,6 +22,7 @@ from envs.game_api import MAKE_RECIPES, PLACE_RECIPES
 
 EXPLORE_ROUNDS = 25
 GATHER_ROUNDS = 12
+GAIN_ROUNDS = 10  # a sapling drops on 1 grass hit in 10 and the example hits 5 times a call: 10 calls miss 1%
 
 
 def _failures(last: Mapping[str, Any]) -> list[dict]:
@@ -89,6 +92,26 @@ def {name}(game):
 """)
 
 
+def until_gained(code: str, name: str, item: str) -> str:
+    """Wrap `name` so that it is called again until one more `item` is in the inventory."""
+    inner = f"{name}_once"
+    return (renamed(code, name, inner).rstrip() + f"""
+
+
+@coded_action(max_steps=400)
+def {name}(game):
+    \"\"\"Call {inner} until one more {item} is in the inventory (a call may end without it).\"\"\"
+    start = game.inventory[{item!r}]
+    for _ in range({GAIN_ROUNDS}):
+        acted = False
+        for action in {inner}(game):
+            acted = True
+            yield action
+        if not acted or game.inventory[{item!r}] > start:
+            return
+""")
+
+
 def repair(sub: Mapping[str, Any], last: Mapping[str, Any], c: Mapping[str, Any]) -> dict[str, Any]:
     """The WriteCode arguments of the next attempt, with a note saying which rule fired."""
     name, code = sub["name"], str(last["code"])
@@ -110,6 +133,10 @@ def repair(sub: Mapping[str, Any], last: Mapping[str, Any], c: Mapping[str, Any]
         if collectors and f"{name}_here" not in code:
             return {"code": gather_first(code, name, item, collectors), "max_steps": max_steps,
                     "note": f"{item} lacked {', '.join(missing)}: gather first"}
+    if (sub.get("template") == "collect" and item and _share(failures, ("action_returned",)) >= 0.5
+            and f"{name}_once" not in code):
+        return {"code": until_gained(code, name, item), "max_steps": max_steps,
+                "note": f"the action returned without {item}: call it again until it gets one"}
     if _share(failures, ("precondition", "no_action")) >= 0.5 and f"{name}_here" not in code:
         return {"code": explore_first(code, name), "max_steps": max_steps,
                 "note": "the precondition was false (nothing to act on in view): explore first"}

@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from envs.tasks import get_task
+from envs.tasks import ACHIEVEMENTS, get_task
 
 Kind = Literal["code", "rl"]
 Verdict = Literal["pass", "revise", "move", "fail"]
@@ -67,7 +67,8 @@ class Plan(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    subtasks: list[Subtask] = Field(max_length=20, description="ordered subtasks, prerequisites first")
+    # up to every achievement once: the Crafter-score task plans all 22
+    subtasks: list[Subtask] = Field(max_length=len(ACHIEVEMENTS), description="ordered subtasks, prerequisites first")
     reason: Prose400 = Field("", description="why this order")
 
     @model_validator(mode="after")

@@ -64,6 +64,9 @@ class RunSettings(BaseModel):
         description=f"code-test seeds per measurement (default: min({CODE_TEST_EPISODES}, eval_episodes))")
     test_max_steps: int | None = Field(
         None, ge=1, le=10_000, description="primitive steps per code test (default: the subtask's own step limit)")
+    eval_max_steps: int | None = Field(
+        None, ge=1, le=100_000,
+        description="primitive steps per held-out evaluation episode (default: the task's own step limit)")
     vector_mode: VectorMode = Field(
         "sync", description="how PPO trainings step their envs (rl.ppo): 'sync' replays the same on any machine; "
                             "'actors' is the fastest on many cores but its runs depend on the core count; "

@@ -8,7 +8,7 @@ the same examples.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
 
@@ -156,7 +156,7 @@ def chain_as_action(sources: dict[str, str], steps: list[str] | tuple[str, ...],
 
 
 def chain_source(sources: dict[str, str], steps: list[str] | tuple[str, ...], max_steps: int,
-                 after: Sequence[str] = ()) -> str:
+                 after: Sequence[str] = (), needs: Mapping[str, Sequence[str]] | None = None) -> str:
     """Sources plus a `main` that plays `steps` (coded-action names) in order. `after` names the
     steps that follow in other actions, so that a station is still placed next to what they need.
 
@@ -166,6 +166,9 @@ def chain_source(sources: dict[str, str], steps: list[str] | tuple[str, ...], ma
     stations it will be used with; when an action finds nothing to act on, the player explores; and
     between steps the player drinks, eats and sleeps when it must. A step not named after an
     achievement runs once.
+
+    With `needs` (step -> the achievements it needs first: a score plan), a step that fails is passed
+    over instead of ending the chain, and so is a step whose needs did not unlock.
     """
     from envs.tasks import ACHIEVEMENTS
 
@@ -180,6 +183,14 @@ def chain_source(sources: dict[str, str], steps: list[str] | tuple[str, ...], ma
         raise ValueError(f"chain steps {unknown} are not defined in the given sources")
     rows = "\n".join(f"        ({s}, {(s if s in ACHIEVEMENTS else None)!r})," for s in steps)
     gather = ", ".join(f"{s.removeprefix('collect_')!r}: {s}" for s in steps if s.startswith("collect_"))
+    if needs is None:  # a chain: a step that fails ends it, the later steps need it
+        needs_line = skip_unready = ""
+        stop_on_failure = "        if goal is not None and goal not in game.achievements:\n            return\n"
+    else:  # a score plan: pass over what failed or is not ready, the rest still counts
+        needs_line = f"\n    needs = {dict(needs)!r}"
+        skip_unready = ("\n        if not all(a in game.achievements for a in needs.get(goal, ())):"
+                        "\n            continue")
+        stop_on_failure = ""
     # Everything main needs lives inside it: top-level constants would be copied along with every
     # function when the program is split into skills and chained again.
     main = f'''@coded_action(max_steps={int(max_steps)})
@@ -189,8 +200,8 @@ def main(game):
 {rows}
     ]
     gather = {{{gather}}}
-    place_near = {_stations_placed_together(steps, after)!r}
-    for action, goal in steps:
+    place_near = {_stations_placed_together(steps, after)!r}{needs_line}
+    for action, goal in steps:{skip_unready}
         for _ in range({CHAIN_RETRIES}):
             if goal is not None and goal in game.achievements:
                 break
@@ -211,7 +222,5 @@ def main(game):
                 yield from explore(game)
             if goal is None:
                 break
-        if goal is not None and goal not in game.achievements:
-            return
-'''
+{stop_on_failure}'''
     return "\n\n".join(s.rstrip() for s in sources.values()) + "\n\n\n" + main

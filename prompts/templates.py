@@ -16,6 +16,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
+from envs.tasks import TASKS
 from prompts.api_reference import api_reference, api_summary
 from prompts.loader import render
 from prompts.rules import achievements, game_facts, recipes, rule_sheet
@@ -121,7 +122,8 @@ def _decomposition(d: Mapping[str, Any] | None, current: str | None = None) -> s
 # -- planner ----------------------------------------------------------------------------------------
 
 def _render_planner(c: Mapping[str, Any]) -> str:
-    """Keys: task, task_description, recipes, failed, remaining. The tech-tree chain (`prerequisites`)
+    """Keys: task, task_description, recipes, failed, remaining; a score task (crafter_score) also gets
+    prompts/planner_score.md. The tech-tree chain (`prerequisites`)
     is never rendered: the planner works it out from the recipes. Recipes are listed by name, so their
     order cannot hand it the chain either."""
     _require("planner", c, "task")
@@ -130,8 +132,10 @@ def _render_planner(c: Mapping[str, Any]) -> str:
         f"- {r.get('achievement')}: {_pairs({k: v for k, v in r.items() if k != 'achievement'}) or 'no recipe'}"
         for r in facts)
     remaining = c.get("remaining") or []
+    score = c["task"] in TASKS and TASKS[c["task"]].achievement is None  # a plan over many achievements
     return "".join([
         _section("Task", f"{c['task']}: {c.get('task_description', '')}"),
+        _section("How this task is scored", render("planner_score").strip() if score else ""),
         _section("What achievements need (recipe facts, by name)", recipe_lines),
         _section("Failed subtask to re-plan around", c.get("failed")),
         _section("Plan remaining before the failure", "\n".join(_subtask_line(s) for s in remaining)),

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
+from envs.score import achievement_rates, crafter_score
 from envs.tasks import ACHIEVEMENTS
-from graph.evaluation.crafter_score import achievement_rates, crafter_score
 
 
 # ---- the benchmark's formula --------------------------------------------------------------

@@ -218,6 +218,28 @@ def test_expert_repairs_by_the_failure_the_report_names():
     assert call.tool_calls[0]["args"]["code"] == code  # no rule: unchanged (the graph will not retest it)
 
 
+def test_a_collect_action_that_returns_empty_handed_is_called_again():
+    """A sapling drops on one grass hit in ten: the filled collect example (5 hits a call) often returns
+    without one. The repair calls it again until it gets one, which its tests then show."""
+    from nodes.expert import write_source
+    from tools.run_code import run_code
+
+    code = write_source({"template": "collect", "target": "grass", "item": "sapling"})
+    sub = {"name": "collect_sapling", "template": "collect", "target": "grass", "item": "sapling"}
+    returned = [{"success": False, "ended": "action_returned"}] * 3
+    call = ExpertModel().tool_call("fast", [], [write_code_answer("collect_sapling")],
+                                   _fast_context(sub, last_attempt={**_last(code, returned),
+                                                                    "sub_action": "collect_sapling"}))
+    repaired = call.tool_calls[0]["args"]["code"]
+    assert "collect_sapling_once" in repaired and "again" in call.content
+
+    def wins(source):
+        return sum(run_code(source, task="collect_sapling", seed=s, max_steps=400, action="collect_sapling")
+                   .task_success for s in range(6))
+
+    assert wins(repaired) >= 5 > wins(code)
+
+
 def test_expert_refuses_roles_and_tools_it_has_no_rule_for():
     model = ExpertModel()
     with pytest.raises(ExpertError, match="no rule"):
@@ -328,3 +350,90 @@ def test_executor_places_a_station_next_to_what_later_subtasks_need():
     assert "'place_furnace': ['table']" in furnace.source
     alone = _load_chain([{"name": n} for n in list(templates)[:3]], skills, seed=0)[-1]
     assert "place_near = {}" in alone.source  # no iron pickaxe later: placed anywhere
+
+
+# ---- the Crafter-score task: a plan over every achievement ------------------------------------
+def test_the_score_plan_lists_every_achievement_once_after_its_prerequisites():
+    from envs.tasks import ACHIEVEMENTS, TASKS
+
+    names = [s.name for s in _plan(ExpertModel(), "crafter_score").subtasks]
+    assert sorted(names) == sorted(ACHIEVEMENTS)
+    for i, name in enumerate(names):
+        assert set(TASKS[name].prerequisites) <= set(names[:i]), name
+    # coded achievements (a few-shot example covers them) come before the ones the expert learns
+    from nodes.recipes import template_for
+
+    learned = [i for i, n in enumerate(names) if template_for(n) is None]
+    assert learned == list(range(len(names) - len(learned), len(names)))
+    assert names.index("collect_sapling") < names.index("collect_iron")  # shallow before deep
+
+
+def _score_state(rate):
+    from nodes.state import initial_state
+
+    names = ["collect_sapling", "place_plant", "collect_wood", "eat_plant", "place_table"]
+    state = initial_state("crafter_score", "crafter score", 10_000)
+    state.update(plan=[{"name": n, "goal": "g", "success_condition": "c"} for n in names], subtask_index=1,
+                 started_at=time.time(), failed={"subtask": "place_plant", "best_rate": rate, "feedback": "f"},
+                 best={"place_plant": {"kind": "code", "success_rate": rate, "episodes": 8, "steps": 40,
+                                       "sources": ["def place_plant(game):\n    yield 'noop'\n"],
+                                       "entry": "place_plant"}})
+    return state
+
+
+def test_a_score_plan_goes_on_without_a_failed_achievement_and_what_needs_it():
+    from nodes.planner import planner
+    from nodes.settings import RunSettings
+
+    settings = RunSettings(task="crafter_score", max_replans=0)  # not a re-plan: no limit applies
+    dropped = planner(_score_state(0.0), _runtime(settings))
+    assert dropped.goto == "subtask" and not dropped.update.get("stop_reason")
+    assert [s["name"] for s in dropped.update["plan"]] == ["collect_sapling", "collect_wood", "place_table"]
+    assert "eat_plant" in dropped.update["events"][0]["reason"]  # it needs the plant: dropped with it
+    kept = planner(_score_state(0.25), _runtime(settings))
+    assert kept.update["subtask_index"] == 2 and kept.update["skills"]["place_plant"]["success_rate"] == 0.25
+    assert "plan" not in kept.update
+
+
+def test_a_score_task_plays_every_skill_and_scores_the_achievements():
+    """A skill that fails does not end a score episode (it ends a chain): the later skills still play.
+    The idle sapling skill explores for its whole step limit (500); the diamond one is not ready (no
+    iron pickaxe) and is passed over; eat_cow has no skill."""
+    from nodes.executor import evaluate_chain
+    from prompts.fewshot import fill
+
+    def idle(name):
+        return {"kind": "code", "entry": name, "sources": [f"def {name}(game):\n    return\n    yield 'noop'\n"]}
+
+    skills = {"collect_sapling": idle("collect_sapling"), "collect_diamond": idle("collect_diamond"),
+              "collect_wood": {"kind": "code", "entry": "collect_wood",
+                               "sources": [fill("collect", material="tree", item="wood"), fill("explore")]}}
+    plan = [{"name": n} for n in ("collect_sapling", "collect_diamond", "eat_cow", "collect_wood")]
+    scored = evaluate_chain("crafter_score", plan, skills, episodes=2, seed=0, record=False, max_steps=1200)
+    assert scored["ran"] and scored["missing"] == ["eat_cow"] and not scored["errors"]
+    assert scored["reached"]["collect_diamond"] == 0 and scored["reached"]["collect_wood"] >= 1
+    rates = scored["achievement_rates"]
+    assert rates["collect_wood"] == 50.0 * scored["reached"]["collect_wood"] and rates["collect_diamond"] == 0
+    assert len(scored["achievements"]) == 2
+    assert 0 < scored["crafter_score_ci95"][0] <= scored["crafter_score"] <= scored["crafter_score_ci95"][1]
+    chained = evaluate_chain("collect_wood", [{"name": "collect_diamond"}, {"name": "collect_wood"}], skills,
+                             episodes=2, seed=0, record=False)
+    assert chained["reached"] == {"collect_diamond": 0, "collect_wood": 0} and "crafter_score" not in chained
+
+
+def test_the_pure_code_score_program_passes_over_a_failed_step():
+    from envs.crafter_env import CrafterEnv
+    from prompts.fewshot import chain_source, fill
+    from sandbox import AgentCode
+
+    # a sapling step that never collects one: 200 tries of one noop each, then the chain ends or goes on
+    sources = {"collect_sapling": "def collect_sapling(game):\n    yield 'noop'\n",
+               "collect_wood": fill("collect", material="tree", item="wood")}
+    steps = ["collect_sapling", "collect_wood"]
+    env = CrafterEnv(task="crafter_score", obs_kind="symbolic", max_steps=1500)
+    for needs, wood in ((None, False), ({"collect_sapling": [], "collect_wood": []}, True)):
+        with AgentCode([chain_source(sources, steps, 1500, needs=needs)]) as code:
+            env.reset(seed=1)  # a world where the idle player survives the 200 noops
+            code.execute(env, "main", max_steps=1500)
+        assert "collect_sapling" not in env.game.achievements
+        assert ("collect_wood" in env.game.achievements) is wood

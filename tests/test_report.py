@@ -82,3 +82,22 @@ def test_report_of_an_empty_state(tmp_path):
     report = build_report(RunSettings(run_id="r2", out_dir=tmp_path), {}, wall_s=0.0)
     assert report["status"] == "stopped" and report["subtasks"] == []
     assert "not run" in render_markdown(report)
+
+
+def test_a_score_task_reports_its_crafter_score_and_each_achievement(tmp_path, capsys):
+    from envs.tasks import ACHIEVEMENTS
+
+    settings = RunSettings(task="crafter_score", run_id="r3", out_dir=tmp_path)
+    rates = {a: (50.0 if a == "collect_wood" else 0.0) for a in ACHIEVEMENTS}
+    s = {**state(), "task": "crafter_score", "task_text": "crafter score",
+         "evaluation": {"ran": True, "success_rate": 0.0, "successes": 0, "episodes": 2, "ci95": [0.0, 0.66],
+                        "crafter_score": 0.197, "crafter_score_ci95": [0.0, 0.4], "achievement_rates": rates,
+                        "achievements": [["collect_wood"], []]}}
+    report = build_report(settings, s, wall_s=1.0, usage={})
+    md = render_markdown(report)
+    assert "Crafter score 0.2 (95% CI 0.0-0.4) over 2 episodes; 1 of 22 achievements unlocked at least once" in md
+    assert "| collect_wood | 50% |" in md and "| eat_plant | 0% |" in md
+    md_path, js_path = write_report(report, settings.run_dir)
+    print_summary(report, md_path, js_path)
+    out = capsys.readouterr().out
+    assert "held-out score" in out and "held-out success" not in out

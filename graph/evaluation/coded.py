@@ -7,13 +7,15 @@ from __future__ import annotations
 
 from envs.tasks import TASKS
 from nodes.expert import write_source
-from nodes.recipes import backward_chain, template_for
+from nodes.recipes import backward_chain, score_order, template_for
 
 
 def chain_of(task: str) -> list[str]:
-    """The task's subtasks in tech-tree order, as the expert planner orders them."""
+    """The task's subtasks in tech-tree order, as the expert planner orders them. For a score task
+    (crafter_score): the expert's plan over every achievement, less those no few-shot example covers
+    (the expert learns those; pure code has nothing for them)."""
     if TASKS[task].achievement is None:
-        raise ValueError(f"'{task}' has no achievement to chain towards; pure code needs a tech-tree task")
+        return [a for a in score_order() if template_for(a) is not None]
     return backward_chain(task)
 
 
@@ -33,7 +35,12 @@ def coded_actions_for(task: str) -> dict[str, str]:
 
 def pure_code_program(task: str) -> str:
     """One program whose `main` plays the whole chain with no learning: the expert's filled
-    coded actions, chained by prompts.fewshot.chain_source (retries, gathering, survival)."""
+    coded actions, chained by prompts.fewshot.chain_source (retries, gathering, survival); for a
+    score task, every coded achievement of the expert's plan."""
     from prompts.fewshot import chain_source
 
-    return chain_source(coded_actions_for(task), chain_of(task), TASKS[task].max_steps)
+    chain = chain_of(task)
+    if TASKS[task].achievement is None:  # a score plan: a step that fails is passed over, not the end
+        needs = {a: [p for p in TASKS[a].prerequisites if p in chain] for a in chain}
+        return chain_source(coded_actions_for(task), chain, TASKS[task].max_steps, needs=needs)
+    return chain_source(coded_actions_for(task), chain, TASKS[task].max_steps)

@@ -75,8 +75,10 @@ def _run_id(key: str) -> str:
 
 def run_rlgpt(task: str, budget: int, episodes: int, work_dir: Path, key: str, *, seed: int = 0,
               variant: str = "full", train_steps: int = 20_000, test_episodes: int = 8,
-              max_wall_s: float = 7 * 24 * 3600, vector_mode: str = "sync", log: Log = print) -> dict[str, Any]:
-    """One RL-GPT run through the graph, checkpointed per node so a killed cell resumes mid-run."""
+              max_wall_s: float = 7 * 24 * 3600, vector_mode: str = "sync", eval_max_steps: int | None = None,
+              log: Log = print) -> dict[str, Any]:
+    """One RL-GPT run through the graph, checkpointed per node so a killed cell resumes mid-run.
+    `eval_max_steps`: the held-out episodes' length (default: the task's own)."""
     import sqlite3
 
     from langgraph.checkpoint.sqlite import SqliteSaver
@@ -93,6 +95,7 @@ def run_rlgpt(task: str, budget: int, episodes: int, work_dir: Path, key: str, *
         task=task, budget_steps=budget, train_steps=max(1_000, min(train_steps, budget)),
         test_episodes=test_episodes, eval_episodes=episodes, seed=seed, max_wall_s=max_wall_s,
         max_model_calls=1_000_000, max_outer_iters=1 if variant == "one_agent" else 3, vector_mode=vector_mode,
+        eval_max_steps=eval_max_steps,
         out_dir=work_dir / "rlgpt", skills_dir=work_dir / "rlgpt" / key / "skills", run_id=_run_id(key),
         **no_critic)
     model = _model_for(variant)
@@ -139,6 +142,9 @@ def _rlgpt_cell(task: str, budget: int, episodes: int, seed: int, variant: str, 
     plan = [s["name"] for s in values.get("plan", [])]
     skills = values.get("skills") or {}
     evaluation = values.get("evaluation") or {}
+    score = TASKS[task].achievement is None
+    if score and not evaluation.get("ran"):
+        raise RuntimeError(f"the RL-GPT run on {task} made no skill to play: {evaluation.get('reason', '')}")
     if evaluation.get("ran"):
         held = {"successes": int(evaluation["successes"]), "eval_steps": int(evaluation["steps"]),
                 "reached": evaluation.get("reached", {}), "errors": evaluation.get("errors", []),
@@ -166,7 +172,10 @@ def _rlgpt_cell(task: str, budget: int, episodes: int, seed: int, variant: str, 
             "skills": {k: {x: v.get(x) for x in ("kind", "success_rate", "passing", "sources", "entry", "policy_path")}
                        for k, v in skills.items()},
             "reached": held.get("reached", {}), "attempts": attempts, "note": note,
-            "replays": held.get("replays", {})}
+            "replays": held.get("replays", {}),
+            # a score task: what each held-out episode unlocked, as table 5 reads it
+            **({"achievements": evaluation["achievements"], "mean_episode_length": evaluation["mean_steps"]}
+               if score else {})}
 
 
 def run_pure_rl(task: str, budget: int, episodes: int, work_dir: Path, *, seed: int = 0,

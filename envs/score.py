@@ -7,7 +7,9 @@ The +1 keeps an achievement that is never unlocked from zeroing the whole score.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
 
 from envs.tasks import ACHIEVEMENTS
 
@@ -23,7 +25,7 @@ def crafter_score(success_percent: Mapping[str, float] | Iterable[float]) -> flo
     return math.exp(sum(math.log1p(float(v)) for v in values) / len(values)) - 1.0
 
 
-def achievement_rates(episodes: list[set[str] | frozenset[str] | list[str]],
+def achievement_rates(episodes: Sequence[set[str] | frozenset[str] | list[str]],
                       achievements: tuple[str, ...] = ACHIEVEMENTS) -> dict[str, float]:
     """Percent of episodes that unlocked each achievement at least once (all 22, zeros included)."""
     if not episodes:
@@ -34,3 +36,12 @@ def achievement_rates(episodes: list[set[str] | frozenset[str] | list[str]],
     if unknown:
         raise ValueError(f"unknown achievements {unknown}; Crafter's are: {', '.join(achievements)}")
     return {a: 100.0 * sum(a in e for e in unlocked) / n for a in achievements}
+
+
+def bootstrap_score(episodes: Sequence[set[str] | frozenset[str] | list[str]], draws: int = 1000,
+                    seed: int = 0) -> tuple[float, float]:
+    """95% percentile interval of the Crafter score, resampling episodes with replacement."""
+    rng = np.random.default_rng(seed)
+    n = len(episodes)
+    scores = [crafter_score(achievement_rates([episodes[i] for i in rng.integers(0, n, n)])) for _ in range(draws)]
+    return float(np.percentile(scores, 2.5)), float(np.percentile(scores, 97.5))
