@@ -78,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"env steps of one PPO training (default: {d['train_steps'].default})")
     p.add_argument("--eval-episodes", type=int, metavar="N",
                    help=f"held-out episodes per success-rate measurement (default: {d['eval_episodes'].default})")
+    p.add_argument("--eval-max-steps", type=int, metavar="N",
+                   help="primitive steps per held-out episode (default: the task's own step limit)")
     p.add_argument("--test-episodes", type=int, metavar="N",
                    help=f"code-test seeds per measurement (default: min({CODE_TEST_EPISODES}, eval episodes))")
     p.add_argument("--test-max-steps", type=int, metavar="N",
@@ -113,7 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 SETTING_OPTIONS = ("task", "env", "model", "budget_steps", "max_outer_iters", "max_inner_iters", "max_wall_s",
-                   "max_model_calls", "train_steps", "eval_episodes", "test_episodes", "test_max_steps",
+                   "max_model_calls", "train_steps", "eval_episodes", "eval_max_steps", "test_episodes",
+                   "test_max_steps",
                    "target_success", "max_replans", "skill_threshold", "seed", "vector_mode", "out_dir",
                    "skills_dir", "run_id")
 
