@@ -55,15 +55,18 @@ MAX_TOOL_ROUNDS = 6  # non-measuring tool rounds (configure_rl, plugin tools) pe
 REPORT_CHARS = 2500   # the test report the fast agent and the critic read
 
 
-def ppo_defaults(settings: RunSettings) -> dict[str, Any]:
+def ppo_defaults(settings: RunSettings, moved_from_code: bool = True) -> dict[str, Any]:
     """The PPO settings a training starts from. Small runs: few envs stepped in-process, one torch thread.
     The vector mode is the run's (RunSettings.vector_mode, 'sync' by default: an actor's action samples
     depend on how the envs are split across workers, that is on the core count, and a graph run should
-    replay the same on any machine). The untrained policy gives 90% of its choices to the coded actions
-    (`coded_prior`): it starts from the code it was moved from and learns where to leave it, instead of
-    spending a short training on learning to call it (docs/evaluation.md, "Since the tables...")."""
+    replay the same on any machine). With `moved_from_code`, the untrained policy gives 90% of its choices
+    to the coded actions (`coded_prior`): it starts from the code it was moved from and learns where to
+    leave it, instead of spending a short training on learning to call it (docs/evaluation.md, "Since the
+    tables..."). A sub-action learned from the start (no code covered it) starts even over its head: a
+    prior on exploring alone would keep it from trying the primitive that solves it (sleep, attack)."""
     return {"num_envs": 4, "num_steps": 128, "vector_mode": settings.vector_mode, "torch_threads": 1,
-            "progress": "none", "hidden_size": 64, "seed": settings.seed + 1, "coded_prior": 0.9}
+            "progress": "none", "hidden_size": 64, "seed": settings.seed + 1,
+            "coded_prior": 0.9 if moved_from_code else 0.0}
 
 
 def code_test_seeds(settings: RunSettings, state: Mapping[str, Any]) -> list[int]:
@@ -280,7 +283,9 @@ def fast(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal["
         config = {"task": subtask, "obs_kind": "symbolic", "reward": args.get("reward", "task"),
                   "coded_actions": lib.head_sources(list(args.get("coded_actions") or [])),
                   "eval_episodes": 0,
-                  "ppo": {**ppo_defaults(settings), "total_steps": int(args["total_steps"])}}
+                  "ppo": {**ppo_defaults(settings, moved_from_code=any(
+                      r.get("subtask") == subtask and r.get("kind") == "code" for r in state.get("results", []))),
+                      "total_steps": int(args["total_steps"])}}
         n = sum(1 for c in state.get("rl_configs", []) if c["subtask"] == subtask) + 1
         update["rl_configs"] = [{"subtask": subtask, "sub_action": target["name"], "version": n,
                                  "config": config, "coded_action_names": list(args.get("coded_actions") or [])}]

@@ -167,3 +167,17 @@ def test_invoking_without_the_runtime_context_is_a_clear_error(tmp_path, monkeyp
     settings = _settings(tmp_path)
     with pytest.raises(RuntimeError, match="without its runtime context"):
         build_graph().invoke(start_state(settings), config=run_config(settings))
+
+
+@pytest.mark.slow
+def test_a_subtask_no_code_covers_is_learned_from_an_even_start(tmp_path):
+    """wake_up has no few-shot example, so it is learned from the start with only `explore` as a coded
+    action. A prior on the coded actions would give exploring 90% of the choices and keep the untrained
+    policy from ever sleeping; the head starts even, and the first training finds the achievement."""
+    settings = _settings(tmp_path, task="wake_up", budget_steps=3000, train_steps=3000, max_inner_iters=0,
+                         max_outer_iters=1)
+    _, _, final = _run(settings)
+    (config,) = final["rl_configs"]
+    assert config["coded_action_names"] == ["explore"] and config["config"]["ppo"]["coded_prior"] == 0.0
+    learned = [m for m in final["report"]["measurements"] if m["kind"] == "rl"]
+    assert learned and learned[0]["success_rate"] > 0.3

@@ -49,7 +49,8 @@ RULES_VERSION = 5
 #    earlier one, so no training was ever extended), and a learned sub-action's policy starts on its coded
 #    actions (coded_prior 0.9 in nodes.fast.ppo_defaults).
 # 9: the expert repairs a collect_ action that returned without its item by calling it again (a sapling drops
-#    on one grass hit in ten); score plans (crafter_score) pass over what failed and are scored by achievement.
+#    on one grass hit in ten); score plans (crafter_score) pass over what failed and are scored by achievement;
+#    a sub-action learned from the start (no code attempt) has no coded prior.
 GRAPH_RULES_VERSION = 9
 METHOD_LABELS = {"rlgpt": "RL-GPT (rule-based expert)", "pure_rl": "pure RL (PPO, primitive actions)",
                  "pure_code": "pure code (coded actions, no RL)",
