@@ -33,14 +33,16 @@ def coded_actions_for(task: str) -> dict[str, str]:
     return sources
 
 
-def pure_code_program(task: str) -> str:
+def pure_code_program(task: str, replace: dict[str, str] | None = None) -> str:
     """One program whose `main` plays the whole chain with no learning: the expert's filled
     coded actions, chained by prompts.fewshot.chain_source (retries, gathering, survival); for a
-    score task, every coded achievement of the expert's plan."""
+    score task, every coded achievement of the expert's plan. `replace`: sources played instead of the
+    library's (a benchmark's other stay_alive)."""
     from prompts.fewshot import chain_source
 
     chain = chain_of(task)
+    sources = {**coded_actions_for(task), **(replace or {})}
     if TASKS[task].achievement is None:  # a score plan: a step that fails is passed over, not the end
         needs = {a: [p for p in TASKS[a].prerequisites if p in chain] for a in chain}
-        return chain_source(coded_actions_for(task), chain, TASKS[task].max_steps, needs=needs)
-    return chain_source(coded_actions_for(task), chain, TASKS[task].max_steps)
+        return chain_source(sources, chain, TASKS[task].max_steps, needs=needs)
+    return chain_source(sources, chain, TASKS[task].max_steps)
