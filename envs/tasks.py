@@ -38,6 +38,12 @@ class Task:
         return self.achievement is not None and self.achievement in achievements
 
     @property
+    def is_score(self) -> bool:
+        """A task scored over many achievements (crafter_score) rather than by one: its plan lists
+        achievements, and a step that fails is passed over instead of ending the episode."""
+        return self.achievement is None
+
+    @property
     def chain(self) -> tuple[str, ...]:
         """Every task from the first prerequisite to this one, in tech-tree order."""
         return (*self.prerequisites, self.name)

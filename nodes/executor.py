@@ -51,6 +51,8 @@ class _ChainStep:
         self.subtask = subtask
         self.place = place  # "i/n": where the skill sits in the chain, for video captions
         self.achievement = TASKS[subtask].achievement or subtask
+        self.prerequisites = frozenset(TASKS[subtask].prerequisites)
+        self.step_limit = TASKS[subtask].max_steps
         self.kind = skill.kind
         if self.kind == "code":
             source = "\n\n".join(skill.sources)
@@ -140,10 +142,10 @@ def _play_chain(env, chain: list[_ChainStep], score: bool, errors: list[str], wo
         if step.achievement in env.game.achievements:
             passed.append(step.subtask)
             continue
-        if score and not set(TASKS[step.subtask].prerequisites) <= set(env.game.achievements):
+        if score and not step.prerequisites <= env.game.achievements:
             continue
         room = max(env.max_steps - steps, 1)
-        used, ended, error = step.run(env, max_steps=min(room, TASKS[step.subtask].max_steps) if score else room)
+        used, ended, error = step.run(env, max_steps=min(room, step.step_limit) if score else room)
         steps += used
         if error and len(errors) < 5:
             errors.append(f"seed {world}, {step.subtask}: {error}")
@@ -174,7 +176,7 @@ def evaluate_chain(task: str, plan: list[dict], skills: Mapping[str, SkillLike],
     `max_steps`: each episode's length (default: the task's step limit)."""
     from envs.replay import RecordingEnv  # heavy (Crafter): only when a chain is played
 
-    score = TASKS[task].achievement is None
+    score = TASKS[task].is_score
     missing = [s["name"] for s in plan if s["name"] not in skills]
     if score:  # every skill the run has, in plan order; the missing ones just unlock nothing
         playable = [s for s in plan if s["name"] in skills]

@@ -123,7 +123,7 @@ class ExpertModel:
             return Plan(subtasks=[], reason=(
                 f"{failed['subtask']} never succeeded in any attempt and no other recipe provides it: give up"))
         task = c["task"]
-        score = TASKS[task].achievement is None
+        score = TASKS[task].is_score
         chain = score_order() if score else backward_chain(task)
         subtasks = [Subtask(name=n, goal=TASKS[n].description,
                             success_condition=f"achievement '{TASKS[n].achievement or n}' unlocked")

@@ -54,7 +54,7 @@ def planner(state: RLGPTState, runtime: Runtime[RunContext]) -> Command[Literal[
         update["started_at"] = time.time()
     context = planner_context(state)
     failed = context.get("failed")
-    if failed and TASKS[state["task"]].achievement is None:
+    if failed and TASKS[state["task"]].is_score:
         return _go_on_without(state, update, failed, settings.skill_threshold)
     if failed and state.get("replans", 0) >= settings.max_replans:
         return _to({**update, "failed": None,

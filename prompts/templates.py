@@ -132,7 +132,7 @@ def _render_planner(c: Mapping[str, Any]) -> str:
         f"- {r.get('achievement')}: {_pairs({k: v for k, v in r.items() if k != 'achievement'}) or 'no recipe'}"
         for r in facts)
     remaining = c.get("remaining") or []
-    score = c["task"] in TASKS and TASKS[c["task"]].achievement is None  # a plan over many achievements
+    score = c["task"] in TASKS and TASKS[c["task"]].is_score
     return "".join([
         _section("Task", f"{c['task']}: {c.get('task_description', '')}"),
         _section("How this task is scored", render("planner_score").strip() if score else ""),

@@ -14,7 +14,7 @@ def chain_of(task: str) -> list[str]:
     """The task's subtasks in tech-tree order, as the expert planner orders them. For a score task
     (crafter_score): the expert's plan over every achievement, less those no few-shot example covers
     (the expert learns those; pure code has nothing for them)."""
-    if TASKS[task].achievement is None:
+    if TASKS[task].is_score:
         return [a for a in score_order() if template_for(a) is not None]
     return backward_chain(task)
 
@@ -42,7 +42,7 @@ def pure_code_program(task: str, replace: dict[str, str] | None = None) -> str:
 
     chain = chain_of(task)
     sources = {**coded_actions_for(task), **(replace or {})}
-    if TASKS[task].achievement is None:  # a score plan: a step that fails is passed over, not the end
+    if TASKS[task].is_score:  # a score plan: a step that fails is passed over, not the end
         needs = {a: [p for p in TASKS[a].prerequisites if p in chain] for a in chain}
         return chain_source(sources, chain, TASKS[task].max_steps, needs=needs)
     return chain_source(sources, chain, TASKS[task].max_steps)

@@ -142,7 +142,7 @@ def _rlgpt_cell(task: str, budget: int, episodes: int, seed: int, variant: str, 
     plan = [s["name"] for s in values.get("plan", [])]
     skills = values.get("skills") or {}
     evaluation = values.get("evaluation") or {}
-    score = TASKS[task].achievement is None
+    score = TASKS[task].is_score
     if score and not evaluation.get("ran"):
         raise RuntimeError(f"the RL-GPT run on {task} made no skill to play: {evaluation.get('reason', '')}")
     if evaluation.get("ran"):
