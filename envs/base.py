@@ -11,7 +11,11 @@ from envs.observation import PlayerObservation
 
 
 class Backend(Protocol):
-    """One simulator instance. Crafter is the default (envs/crafter_backend.py)."""
+    """One simulator instance. Crafter is the default (envs/crafter_backend.py).
+
+    Optional: ``prepare(seed, episode)`` builds that world ahead of the ``reset`` that starts it (the same
+    episode either way), so that an actor worker can build it while the learner updates
+    (TaskEnv.prepare_reset; a backend without it builds its worlds at reset)."""
 
     name: str
     primitive_actions: tuple[str, ...]

@@ -112,17 +112,48 @@ class CrafterBackend:
     name = "crafter"
     primitive_actions = PRIMITIVE_ACTIONS
 
-    def __init__(self):
-        # Crafter's own length limit is off: TaskEnv truncates at the task's step limit.
-        self._sim = _Simulator(area=(64, 64), view=(9, 9), size=(64, 64), reward=True, length=None, seed=0)
+    def __init__(self) -> None:
+        self._sim = self._new_simulator()
+        self._spare: _Simulator | None = None  # a simulator not in play, to generate the next world on
+        self._prepared: tuple[tuple[int, int], _Simulator] | None = None  # (seed, episode) and its world
         self._start = (0, 0)
         self._onehot_materials = np.eye(len(MATERIAL_NAMES), dtype=np.float32)
 
-    def reset(self, seed: int, episode: int = 0) -> None:
+    @staticmethod
+    def _new_simulator() -> _Simulator:
+        # Crafter's own length limit is off: TaskEnv truncates at the task's step limit.
+        return _Simulator(area=(64, 64), view=(9, 9), size=(64, 64), reward=True, length=None, seed=0)
+
+    @staticmethod
+    def _generate(sim: _Simulator, seed: int, episode: int) -> None:
         # Crafter seeds each world from (seed, episode number); reset() increments the number.
-        self._sim._seed, self._sim._episode = int(seed), int(episode)
-        self._sim.reset()
-        self._start = tuple(int(v) for v in self._sim._player.pos)
+        sim._seed, sim._episode = seed, episode
+        sim.reset()
+
+    def reset(self, seed: int, episode: int = 0) -> None:
+        key = (int(seed), int(episode))
+        if self._prepared is not None and self._prepared[0] == key:
+            (_, sim), self._prepared = self._prepared, None
+            self._sim, self._spare = sim, self._sim
+        else:
+            self._generate(self._sim, *key)
+        x, y = self._sim._player.pos
+        self._start = (int(x), int(y))
+
+    def prepare(self, seed: int, episode: int = 0) -> None:
+        """Generate the world of (seed, episode) now, on a spare simulator; a later reset(seed, episode) then
+        only swaps it in. A reset's state depends on (seed, episode) alone (the world's random generator is
+        seeded from them), so the episode is the same either way (tests/test_fast_worldgen.py). World
+        generation is most of a reset's cost; an actor worker runs it while the learner updates."""
+        key = (int(seed), int(episode))
+        if self._prepared is not None:
+            if self._prepared[0] == key:
+                return
+            sim = self._prepared[1]
+        else:
+            sim, self._spare = self._spare or self._new_simulator(), None
+        self._generate(sim, *key)
+        self._prepared = (key, sim)
 
     def step(self, action: int) -> tuple[float, bool]:
         _, reward, dead, _ = self._sim.step(action)

@@ -68,6 +68,19 @@ class TaskEnv(gym.Env):
         self.game._reset(player_obs, seed=self._seed)
         return self.backend.policy_observation(self.obs_kind, player_obs), self._info(False, 0)
 
+    def prepare_reset(self, seed: int | None = None) -> None:
+        """Let the backend build, ahead of time, the world that ``reset(seed=seed)`` will start (a backend
+        without ``prepare`` builds it at the reset as usual). The episode is the same either way; the
+        work moves to a moment when the process would otherwise wait."""
+        prepare = getattr(self.backend, "prepare", None)
+        if prepare is None:
+            return
+        if seed is not None:
+            prepare(int(seed), 0)
+        elif self._seeded:  # an unseeded reset moves on to the seed's next world
+            prepare(self._seed, self._episode + 1)
+        # else the first unseeded reset draws its seed then: nothing to prepare
+
     def step(self, action):
         if self._done:
             raise RuntimeError("step() called on a finished episode; call reset() first")

@@ -72,14 +72,21 @@ class TrainingSeeds(GameForwarding):
         self._start = (base_seed * 10_007) % EVAL_SEED_BASE  # spread runs with different seeds apart
         self._episode = 0
 
+    def _seed_of(self, episode: int) -> int:
+        return (self._start + self._index + episode * self._stride) % EVAL_SEED_BASE
+
     def next_seed(self) -> int:
-        seed = (self._start + self._index + self._episode * self._stride) % EVAL_SEED_BASE
+        seed = self._seed_of(self._episode)
         self._episode += 1
         return seed
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         # the vector env's own seed is ignored: our stream already depends on the run seed and index
         return self.env.reset(seed=check_training_seed(self.next_seed()), options=options)
+
+    def prepare_reset(self) -> None:
+        """Build the next episode's world ahead of time (envs.crafter_env.TaskEnv.prepare_reset)."""
+        self.env.get_wrapper_attr("prepare_reset")(seed=check_training_seed(self._seed_of(self._episode)))
 
 
 TRAINER_KEYS = ("primitive_steps", "option_reward", "action_mask", "coded_call", "coded_error", "success")

@@ -91,6 +91,11 @@ def random_steps(envs: list, state: dict, steps: int, seed: int) -> int:
     return steps * len(envs)
 
 
+BETWEEN_COMMANDS = "between_commands"
+"""The key of a worker's state under which a "run" function may leave ``fn(envs)``: the worker calls it after
+each answer when no next command is waiting yet, so that work the next command would do can run meanwhile."""
+
+
 def _work(conn, env_fns: list) -> None:
     """Worker loop: build this slice's envs, answer each command with ('ok', result) or ('error', details)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle; it reaps us
@@ -121,6 +126,10 @@ def _work(conn, env_fns: list) -> None:
             else:
                 raise ValueError(f"unknown command {command!r}")
             conn.send(("ok", result))
+            # work a "run" function left for the wait until the next command (e.g. the learner's update)
+            between = state.get(BETWEEN_COMMANDS)
+            if between is not None and not conn.poll(0):
+                between(envs)
     except (EOFError, BrokenPipeError):
         pass  # the main process went away: nothing left to answer
     except BaseException as exc:  # noqa: BLE001 - every failure goes back to the main process
@@ -288,7 +297,8 @@ class BatchedVectorEnv(VectorEnv):
     def run_in_workers(self, fn, jobs: Sequence[tuple]) -> list:
         """Call ``fn(envs, state, *jobs[w])`` in each worker w on its slice of envs and return the results in
         worker order. ``fn`` must be picklable (module level); ``state`` is a dict the worker keeps between
-        calls. The envs are then the caller's to step: don't mix this with step() on the same workers."""
+        calls (``state[BETWEEN_COMMANDS]``: work for the worker's idle time after each call). The envs are then
+        the caller's to step: don't mix this with step() on the same workers."""
         if len(jobs) != len(self._slices):
             raise ValueError(f"run_in_workers got {len(jobs)} jobs for {len(self._slices)} workers")
         return self._all([("run", (fn, tuple(job))) for job in jobs])

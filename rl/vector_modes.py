@@ -16,7 +16,7 @@ import gymnasium as gym
 import torch
 
 from rl.ppo import Agent, Collector, CollectorSpec, Segment
-from rl.vector import BatchedVectorEnv, default_context
+from rl.vector import BETWEEN_COMMANDS, BatchedVectorEnv, default_context
 
 VECTOR_MODES = ("auto", "sync", "batched", "async", "actors", "ray")
 
@@ -60,9 +60,23 @@ def collect_slice(envs: list, state: dict, spec: CollectorSpec, seeds: list, wei
                                          autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
         state["agent"] = Agent(spec.obs_shape, spec.n_actions, spec.hidden_size)
         state["collector"] = Collector(local, spec, seed=seeds)
+        state[BETWEEN_COMMANDS] = prepare_resets  # while the learner updates, build the next worlds
     # copies: from Ray's object store the arrays come read-only
     state["agent"].load_state_dict({k: torch.tensor(v) for k, v in weights.items()})
     return state["collector"].collect(state["agent"], budget)
+
+
+def prepare_resets(envs: list) -> None:
+    """Build each env's next world ahead of its reset, where its env stack can (a ``prepare_reset`` method:
+    Crafter's TrainingSeeds or TaskEnv). An actor worker runs this while the learner updates: the worlds
+    do not depend on the policy, so the rollouts stay on-policy and step for step the same, and world
+    generation (~6 ms a reset) leaves the rollout's critical path."""
+    for env in envs:
+        try:
+            prepare = env.get_wrapper_attr("prepare_reset")
+        except AttributeError:  # an env that builds its episodes at reset only (CartPole, a factory's env)
+            continue
+        prepare()
 
 
 class SliceWorkers(Protocol):

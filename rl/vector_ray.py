@@ -21,7 +21,7 @@ from typing import Any
 from gymnasium.vector.utils import batch_space
 
 from rl import ray_cluster
-from rl.vector import WorkerError, split_evenly
+from rl.vector import BETWEEN_COMMANDS, WorkerError, split_evenly
 
 ACTOR_TIMEOUT_S = 300.0  # as BatchedVectorEnv: a whole rollout, or building the envs, per answer
 
@@ -51,6 +51,12 @@ class EnvSlice:
     def run(self, fn, *args: Any) -> Any:
         return fn(self.envs, self.state, *args)
 
+    def between(self) -> None:
+        """The work a run function left for the wait before the next call (rl.vector.BETWEEN_COMMANDS)."""
+        work = self.state.get(BETWEEN_COMMANDS)
+        if work is not None:
+            work(self.envs)
+
     def close(self) -> None:
         for env in self.envs:
             try:
@@ -77,6 +83,7 @@ class RayVectorEnv:
         self.timeout = float(timeout)
         actor_class = ray.remote(num_cpus=1, max_restarts=0)(EnvSlice)
         self._actors: list = []
+        self._between: list = []  # each actor's work between calls, queued after its last call
         try:
             for lo, hi in self._slices:
                 self._actors.append(actor_class.options(scheduling_strategy="SPREAD").remote(list(env_fns[lo:hi])))
@@ -115,7 +122,12 @@ class RayVectorEnv:
         refs = {i: self._ray.put(jobs[0][i]) for i in shared}
         calls = [actor.run.remote(fn, *[refs[i] if i in refs else arg for i, arg in enumerate(job)])
                  for actor, job in zip(self._actors, jobs)]
-        return self._get(calls, f"running {getattr(fn, '__name__', fn)}")
+        if self._between:  # queued before these calls on each actor: its failure is reported now
+            self._get(self._between, "working between calls")
+        results = self._get(calls, f"running {getattr(fn, '__name__', fn)}")
+        # each actor works on what the call left for later (the next worlds) while the caller goes on
+        self._between = [actor.between.remote() for actor in self._actors]
+        return results
 
     def _where(self, w: int) -> str:
         lo, hi = self._slices[w]

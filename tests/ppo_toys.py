@@ -199,3 +199,13 @@ class FailingCodedActionFactory:
         from rl.options import CodedActionsWrapper
 
         return CodedActionsWrapper(RewardEveryStepEnv(20), [as_coded_action(raise_after_two)], gamma=0.99)
+
+
+def next_worlds(envs, state):
+    """For run_in_workers: each env's prepared world, and the (seed, episode) its next reset starts."""
+    out = []
+    for env in envs:
+        seeds = env.get_wrapper_attr("_seed_of")(env.get_wrapper_attr("_episode"))
+        prepared = env.unwrapped.backend._prepared
+        out.append((prepared[0] if prepared else None, (seeds, 0)))
+    return out

@@ -1,7 +1,9 @@
 """The 'actors' vector mode: workers hold a policy copy and collect their share of each rollout."""
 
+import json
+
 import pytest
-from ppo_toys import FileLedger, FileLedgerOptionChainFactory, InfoVarietyFactory
+from ppo_toys import FileLedger, FileLedgerOptionChainFactory, InfoVarietyFactory, next_worlds
 
 from rl.env_factory import EnvSource
 from rl.ppo import PPOSettings
@@ -73,3 +75,58 @@ def test_a_raising_coded_action_is_counted_as_a_failure_with_its_error(tmp_path,
     # it raises on its third step, unless the episode (20 steps) ends first
     assert 0.8 * calls <= result.coded_action_failures["raise_after_two"] <= calls and calls > 0
     assert result.coded_action_errors == ["raise_after_two: KeyError: 'no tree here'"]
+
+
+def test_actor_workers_build_the_next_worlds_while_the_learner_updates():
+    """After each rollout an actor worker builds its envs' next worlds (before the next command comes), so
+    world generation leaves the rollout's critical path; the worlds are the ones the next resets start."""
+    import time
+
+    import torch
+
+    from rl.config import RLConfig
+    from rl.training import collector_spec
+    from rl.vector import BatchedVectorEnv
+    from rl.vector_modes import actor_jobs, collect_slice
+
+    s = PPOSettings(num_steps=8)
+    cfg = RLConfig(task="collect_diamond", max_episode_steps=30)
+    envs = BatchedVectorEnv(EnvSource.from_any(cfg).env_fns(2, s.seed, s.gamma), num_workers=1)
+    try:
+        spec = collector_spec(s, envs, [])
+        from rl.ppo import Agent
+        agent = Agent(spec.obs_shape, spec.n_actions, spec.hidden_size)
+        weights = {k: v.numpy() for k, v in agent.state_dict().items()}
+        torch.manual_seed(0)
+        envs.run_in_workers(collect_slice, actor_jobs(spec, envs.worker_slices, 2, weights, 10_000))
+        for _ in range(100):  # the worker prepares once it has answered and no command waits
+            time.sleep(0.05)
+            worlds = envs.run_in_workers(next_worlds, [()])[0]
+            if all(prepared is not None for prepared, _ in worlds):
+                break
+        assert [prepared for prepared, _ in worlds] == [upcoming for _, upcoming in worlds]
+    finally:
+        envs.close()
+
+
+def test_one_actor_trains_on_crafter_exactly_as_sync_while_building_worlds_ahead(tmp_path, monkeypatch):
+    """With one worker, 'actors' draws the same action stream as 'sync'; its worker builds the next worlds
+    while the learner updates, and 'sync' builds them at reset. The trainings must be the same, update
+    for update and weight for weight: preparing a world changes when it is built, never which world."""
+    import torch
+
+    from rl.config import RLConfig
+
+    monkeypatch.setattr("rl.vector.usable_cpus", lambda: 1)
+    config = RLConfig(task="collect_diamond", max_episode_steps=40)
+
+    def run(mode):
+        return train(settings(tmp_path, mode, total_steps=1200, num_envs=2, num_steps=32, vector_mode=mode), config)
+
+    synced, acted = run("sync"), run("actors")
+    assert acted.episodes >= 20  # many resets, most of them into prepared worlds
+    for field in ("steps_used", "episodes", "updates", "curve"):
+        assert json.dumps(getattr(acted, field)) == json.dumps(getattr(synced, field)), field
+    a = torch.load(acted.policy_path, weights_only=False)["state_dict"]
+    b = torch.load(synced.policy_path, weights_only=False)["state_dict"]
+    assert all(torch.equal(a[k], b[k]) for k in a)

@@ -67,3 +67,68 @@ def test_backend_steps_replay_crafters_own_step():
         if dead:  # compare on in the next world
             seed += 1
             reset_both(seed)
+
+
+def _episode_trace(backend, steps: int = 300) -> list:
+    """What an episode does from the current world: rewards, deaths, the map and the creatures' places."""
+    rng = np.random.default_rng(3)
+    trace = []
+    for _ in range(steps):
+        reward, dead = backend.step(int(rng.integers(0, 17)))
+        trace.append((reward, dead, backend._sim._world._mat_map.tobytes(),
+                      tuple(tuple(int(v) for v in o.pos) for o in backend._sim._world.objects)))
+        if dead:
+            break
+    return trace
+
+
+def test_a_world_prepared_ahead_plays_as_one_built_at_reset():
+    """CrafterBackend.prepare builds the next world on a spare simulator; the reset that swaps it in starts
+    the same episode, step for step, as a reset that builds it (the actor workers prepare while the
+    learner updates, rl.vector_modes.prepare_resets)."""
+    from envs.crafter_backend import CrafterBackend
+
+    plain, ahead = CrafterBackend(), CrafterBackend()
+    for backend in (plain, ahead):
+        backend.reset(seed=11, episode=0)
+        _episode_trace(backend, 50)  # an episode under way: its world must not be touched by prepare
+    before = ahead._sim._world._mat_map.copy()
+    ahead.prepare(seed=12, episode=3)
+    assert np.array_equal(ahead._sim._world._mat_map, before)  # the world in play is left alone
+    assert _episode_trace(ahead, 20) == _episode_trace(plain, 20)
+    prepared = ahead._prepared[1]
+    plain.reset(seed=12, episode=3)
+    ahead.reset(seed=12, episode=3)
+    assert ahead._sim is prepared  # swapped in, not generated again
+    assert _episode_trace(ahead) == _episode_trace(plain)
+    # a prepared world that the next reset does not ask for is passed over
+    ahead.prepare(seed=99, episode=0)
+    plain.reset(seed=13, episode=0)
+    ahead.reset(seed=13, episode=0)
+    assert _episode_trace(ahead) == _episode_trace(plain)
+
+
+def test_the_training_env_stack_prepares_the_world_its_next_reset_starts():
+    """TrainingSeeds.prepare_reset builds the world of the next training seed: the episodes after it are the
+    ones a stack that never prepares plays."""
+    from rl.config import RLConfig
+    from rl.env_factory import CrafterFactory
+
+    payload = RLConfig(task="collect_diamond", max_episode_steps=60).model_dump_json()
+    plain, ahead = CrafterFactory(payload, 1, 4, 3, 0.99)(), CrafterFactory(payload, 1, 4, 3, 0.99)()
+    prepared_swaps = 0
+    rng = np.random.default_rng(0)
+    obs_plain, obs_ahead = plain.reset()[0], ahead.reset()[0]
+    for _ in range(200):  # several episodes of 60 steps
+        assert np.array_equal(obs_plain, obs_ahead)
+        ahead.get_wrapper_attr("prepare_reset")()
+        action = int(rng.integers(0, 17))
+        obs_plain, r1, term1, trunc1, _ = plain.step(action)
+        obs_ahead, r2, term2, trunc2, _ = ahead.step(action)
+        assert (r1, term1, trunc1) == (r2, term2, trunc2)
+        if term1 or trunc1:
+            backend = ahead.unwrapped.backend
+            prepared = backend._prepared[1]
+            obs_plain, obs_ahead = plain.reset()[0], ahead.reset()[0]
+            prepared_swaps += backend._sim is prepared
+    assert prepared_swaps >= 3

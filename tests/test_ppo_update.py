@@ -16,11 +16,13 @@ from rl.ppo import Agent, AutogradStep, Batch, HandGradientStep, PPOSettings, ma
 N, OBS, ACTIONS = 96, 40, 7
 
 
-def _batch(agent: Agent, seed: int, ratio_spread: float) -> Batch:
+def _batch(agent: Agent, seed: int, ratio_spread: float, used_columns: int = OBS) -> Batch:
     """A minibatch whose stored log-probabilities and values are the agent's own, shifted by ``ratio_spread``
-    (0: ratios of exactly 1, every clipped term tied; 1: most ratios outside the clip range)."""
+    (0: ratios of exactly 1, every clipped term tied; 1: most ratios outside the clip range). Only the first
+    ``used_columns`` observation columns are ever non-zero."""
     g = torch.Generator().manual_seed(seed)
     obs = (torch.rand(N, OBS, generator=g) < 0.3).float() * torch.rand(N, OBS, generator=g)
+    obs[:, used_columns:] = 0.0
     masks = torch.rand(N, ACTIONS, generator=g) < 0.7
     masks[:, 0] = True
     with torch.no_grad():
@@ -35,7 +37,8 @@ def _batch(agent: Agent, seed: int, ratio_spread: float) -> Batch:
 
 def _grads_and_stats(step_cls, agent: Agent, s: PPOSettings, mb: Batch):
     agent = copy.deepcopy(agent)
-    stats = step_cls(agent, s)(mb)
+    step = step_cls(agent, s)
+    stats = step(step.prepare(mb))
     return [p.grad.clone() for p in agent.parameters()], stats
 
 
@@ -61,6 +64,27 @@ def test_the_hand_gradient_is_autograds(options, ratio_spread):
     torch.testing.assert_close(hand_stats, auto_stats, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("ratio_spread", [0.0, 1.0])
+def test_the_hand_gradient_on_the_used_columns_is_autograds(ratio_spread):
+    """A batch that leaves most observation columns at zero (as Crafter's one-hot view does) is narrowed to
+    the columns it uses; the gradient is still autograd's, with exact zeros for the unused columns."""
+    torch.manual_seed(2)
+    agent = Agent((OBS,), ACTIONS, hidden=16)
+    s = PPOSettings()
+    mb = _batch(agent, seed=9, ratio_spread=ratio_spread, used_columns=12)
+    step = HandGradientStep(copy.deepcopy(agent), s)
+    narrowed = step.prepare(mb)
+    assert step.columns is not None and narrowed.obs.shape == (N, 12)  # the narrowed path is the one tested
+    auto, auto_stats = _grads_and_stats(AutogradStep, agent, s, mb)
+    hand, hand_stats = _grads_and_stats(HandGradientStep, agent, s, mb)
+    for (name, _), a, h in zip(agent.named_parameters(), auto, hand):
+        torch.testing.assert_close(h, a, rtol=1e-4, atol=1e-6, msg=lambda m, name=name: f"{name}: {m}")
+    first_layers = [g for (name, _), g in zip(agent.named_parameters(), hand) if name.endswith("0.0.weight")]
+    assert len(first_layers) == 2 and all(g[:, 12:].abs().max() == 0 and g[:, :12].abs().max() > 0
+                                          for g in first_layers)
+    torch.testing.assert_close(hand_stats, auto_stats, rtol=1e-5, atol=1e-6)
+
+
 def test_a_ratio_outside_the_clip_range_gets_no_policy_gradient():
     """With every ratio far outside the range (and the advantage on the clipped side), only the value and
     entropy terms move the actor; both steps agree that the surrogate contributes nothing."""
@@ -75,13 +99,14 @@ def test_a_ratio_outside_the_clip_range_gets_no_policy_gradient():
     assert all(g.abs().max() == 0 for g in actor_grads)
 
 
-def test_a_whole_update_moves_the_weights_as_autograd_does():
+@pytest.mark.parametrize("used_columns", [OBS, 12])  # dense, and narrowed to the used columns
+def test_a_whole_update_moves_the_weights_as_autograd_does(used_columns):
     """ppo_update (hand gradient) against the same epochs driven by AutogradStep: the same weights after."""
     torch.manual_seed(5)
     agent = Agent((OBS,), ACTIONS, hidden=16)
     twin, before = copy.deepcopy(agent), copy.deepcopy(agent)
     s = PPOSettings(update_epochs=2, num_minibatches=3)
-    batch = _batch(agent, seed=6, ratio_spread=0.0)
+    batch = _batch(agent, seed=6, ratio_spread=0.0, used_columns=used_columns)
     torch.manual_seed(7)
     ppo_update(agent, make_optimizer(agent, s.learning_rate), s, batch)
 

@@ -118,6 +118,33 @@ def test_ray_mode_trains_exactly_as_actors_with_the_same_workers(cluster, tmp_pa
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_ray_actors_build_the_next_worlds_between_rollouts(cluster):
+    """As in the 'actors' mode, each Ray actor builds its envs' next worlds after a rollout; Ray runs an
+    actor's calls in order, so the probe after it sees them built: the worlds the next resets start."""
+    from ppo_toys import next_worlds
+
+    from rl.ppo import Agent
+    from rl.training import collector_spec
+    from rl.vector_modes import actor_jobs, collect_slice
+    from rl.vector_ray import RayVectorEnv
+
+    s = PPOSettings(num_steps=8)
+    config = RLConfig(task="collect_diamond", max_episode_steps=30)
+    with ray_cluster.session(cluster):
+        envs = RayVectorEnv(EnvSource.from_any(config).env_fns(2, s.seed, s.gamma))
+        try:
+            spec = collector_spec(s, envs, [])  # type: ignore[arg-type]  # the spaces collector_spec reads
+            agent = Agent(spec.obs_shape, spec.n_actions, spec.hidden_size)
+            weights = {k: v.numpy() for k, v in agent.state_dict().items()}
+            envs.run_in_workers(collect_slice, actor_jobs(spec, envs.worker_slices, 2, weights, 10_000))
+            worlds = [w for slice_worlds in envs.run_in_workers(next_worlds, [()] * len(envs.worker_slices))
+                      for w in slice_worlds]
+        finally:
+            envs.close()
+    assert len(worlds) == 2
+    assert [prepared for prepared, _ in worlds] == [upcoming for _, upcoming in worlds]
+
+
 def test_ray_actors_spread_over_the_nodes_and_count_every_primitive_step(cluster, tmp_path):
     from ppo_toys import FileLedger, FileLedgerOptionChainFactory
 

@@ -27,6 +27,27 @@ def events(out):
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
+def attempt_saved(out, step: int) -> bool:
+    """Whether the attempt subgraph has a checkpoint of ``step`` or later (1: after its fast node). A node's
+    event is logged when LangGraph streams its update, which can come just before its checkpoint is
+    written; a kill in between re-runs the node on resume, as it should (it never finished durably)."""
+    path = out / "checkpoints.sqlite"
+    if not path.exists():
+        return False
+    conn = sqlite3.connect(path, timeout=1.0)
+    try:
+        saver = SqliteSaver(conn)
+        namespaces = [ns for (ns,) in conn.execute(
+            "SELECT DISTINCT checkpoint_ns FROM checkpoints WHERE thread_id = ?", (RUN_ID,))]
+        return any(c.metadata.get("step", -1) >= step
+                   for ns in namespaces if ns.startswith("attempt:")
+                   for c in saver.list({"configurable": {"thread_id": RUN_ID, "checkpoint_ns": ns}}))
+    except sqlite3.OperationalError:  # the run is writing: look again
+        return False
+    finally:
+        conn.close()
+
+
 def latest_checkpoint(out):
     conn = sqlite3.connect(out / "checkpoints.sqlite")
     try:
@@ -46,7 +67,7 @@ def test_kill_and_resume(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "graph.run", *ARGS, "--out", str(out)], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 240
-    while len(events(out)) < KILL_AFTER:
+    while len(events(out)) < KILL_AFTER or not attempt_saved(out, step=1):
         assert proc.poll() is None, f"run ended before it could be killed:\n{proc.stdout.read()}"
         assert time.monotonic() < deadline, "run made no progress"
         time.sleep(0.05)
