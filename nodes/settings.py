@@ -68,9 +68,9 @@ class RunSettings(BaseModel):
         None, ge=1, le=100_000,
         description="primitive steps per held-out evaluation episode (default: the task's own step limit)")
     vector_mode: VectorMode = Field(
-        "sync", description="how PPO trainings step their envs (rl.ppo): 'sync' replays the same on any machine; "
-                            "'actors' is the fastest on many cores but its runs depend on the core count; "
-                            "'ray' is 'actors' on a Ray cluster (docs/scaling.md)")
+        "actors", description="how PPO trainings step their envs (rl.ppo): 'actors' in 2 worker processes that "
+                              "act and step (the same run on any machine; the fastest on 2 or more cores), "
+                              "'sync' in this process, 'ray' as 'actors' on a Ray cluster (docs/scaling.md)")
     target_success: float = Field(
         0.9, ge=0.0, le=1.0, description="success rate at which an attempt passes outright (no more refining)")
     max_replans: int = Field(1, ge=0, le=20, description="re-plans the planner may make after a subtask fails")

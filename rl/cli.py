@@ -30,7 +30,7 @@ def _parse_bool(text: str) -> bool:
 
 # the parser of each settings field, by its annotation (a string: rl.ppo uses postponed annotations)
 FIELD_TYPES: dict[str, Any] = {"bool": _parse_bool, "int": int, "float": float, "str": str,
-                               "float | None": float, "str | None": str}
+                               "float | None": float, "str | None": str, "int | None": int}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -30,6 +30,7 @@ PPO_BOUNDS: dict[str, Any] = {
     "hidden_size": (8, 1024),
     "coded_prior": (0.0, 0.99),
     "torch_threads": (1, 64),
+    "num_workers": (1, 64),
     "log_every": (1, 100_000),
     "window": (1, 10_000),
     "vector_mode": ("auto", "sync", "batched", "async", "actors", "ray"),
@@ -43,7 +44,7 @@ def _ppo_field(f: dataclasses.Field, doc: str):
     if isinstance(bounds, tuple) and bounds and isinstance(bounds[0], str):
         return (Literal[bounds], Field(f.default, description=doc))  # type: ignore[valid-type]
     annotation = {"int": int, "float": float, "bool": bool, "str | None": str | None,
-                  "float | None": float | None}[str(f.type)]
+                  "float | None": float | None, "int | None": int | None}[str(f.type)]
     if bounds:
         return (annotation, Field(f.default, ge=bounds[0], le=bounds[1], description=doc))
     return (annotation, Field(f.default, description=doc))

@@ -72,6 +72,10 @@ class PPOSettings:
         "actions, so its runs change with the number of workers (by default, the CPU cores); 'ray' is 'actors' "
         "with Ray actors on a cluster (one per CPU of the cluster; the same seed and number of workers give "
         "the same run as 'actors'; docs/scaling.md)"))
+    num_workers: int | None = setting(None, (
+        "worker processes of the 'batched', 'actors' and 'ray' modes (None: one per CPU core, or per CPU of the "
+        "Ray cluster; at most one per env). 'actors' samples each worker's actions from its own stream, so a "
+        "fixed number gives the same run on any machine"))
     torch_threads: int = setting(
         1, "torch CPU threads of the learner (more did not speed up the small updates measurably on 2 cores)")
     device: str = setting("auto", "'auto' (cuda when present), 'cpu' or 'cuda'")

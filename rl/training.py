@@ -68,6 +68,8 @@ def train(settings: PPOSettings, source: Any, run_name: str | None = None) -> Tr
     s = settings
     if s.total_steps < 1 or s.num_envs < 1 or s.num_steps < 1:
         raise ValueError("total_steps, num_envs and num_steps must all be >= 1")
+    if s.num_workers is not None and s.num_workers < 1:
+        raise ValueError(f"num_workers must be >= 1 (or None: one per CPU core), got {s.num_workers}")
     # seeded before anything is built: the envs, then the agent's initial weights
     torch.manual_seed(s.seed)
     np.random.seed(s.seed)
@@ -75,7 +77,7 @@ def train(settings: PPOSettings, source: Any, run_name: str | None = None) -> Tr
     device = resolve_device(s.device)
 
     mode = resolve_vector_mode(s.vector_mode, env_source, s.num_envs)
-    envs = make_vector_env(env_source.env_fns(s.num_envs, s.seed, s.gamma), mode)
+    envs = make_vector_env(env_source.env_fns(s.num_envs, s.seed, s.gamma), mode, s.num_workers)
     try:
         coded_names = env_source.coded_action_names()
         spec = collector_spec(s, envs, coded_names)

@@ -31,18 +31,19 @@ def resolve_vector_mode(mode: str, env_source, num_envs: int) -> str:
     return mode
 
 
-def make_vector_env(env_fns: list, mode: str) -> gym.vector.VectorEnv:
+def make_vector_env(env_fns: list, mode: str, num_workers: int | None = None) -> gym.vector.VectorEnv:
     """The envs of a mode other than 'auto'. For 'ray' they are Ray actors on the cluster (rl.ray_cluster finds
-    it), which only ActorPool can step."""
+    it), which only ActorPool can step. ``num_workers``: the processes (or Ray actors) of 'batched', 'actors'
+    and 'ray' (None: one per CPU)."""
     if mode not in VECTOR_MODES[1:]:
         raise ValueError(f"vector_mode must be 'sync', 'batched', 'async', 'actors' or 'ray' here, got {mode!r}")
     autoreset = gym.vector.AutoresetMode.SAME_STEP
     if mode == "ray":
         from rl.vector_ray import RayVectorEnv  # imports ray: only where a cluster is asked for
 
-        return RayVectorEnv(env_fns)  # type: ignore[return-value]  # the VectorEnv surface ActorPool uses
+        return RayVectorEnv(env_fns, num_workers)  # type: ignore[return-value]  # the VectorEnv surface ActorPool uses
     if mode in ("batched", "actors"):
-        return BatchedVectorEnv(env_fns)  # always same-step autoreset
+        return BatchedVectorEnv(env_fns, num_workers)  # always same-step autoreset
     if mode == "async":
         return gym.vector.AsyncVectorEnv(env_fns, context=default_context(), autoreset_mode=autoreset)
     return gym.vector.SyncVectorEnv(env_fns, autoreset_mode=autoreset)

@@ -130,3 +130,23 @@ def test_one_actor_trains_on_crafter_exactly_as_sync_while_building_worlds_ahead
     a = torch.load(acted.policy_path, weights_only=False)["state_dict"]
     b = torch.load(synced.policy_path, weights_only=False)["state_dict"]
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_fixed_number_of_workers_gives_the_same_run_whatever_the_core_count(tmp_path, monkeypatch):
+    """num_workers fixes how the envs are split (each worker samples from its own stream), so the graph's
+    trainings (two workers) replay the same on a machine of 1 core or of 8."""
+    def run(name, cores, workers=None):
+        monkeypatch.setattr("rl.vector.usable_cpus", lambda: cores)
+        result = train(PPOSettings(total_steps=3000, num_envs=4, num_steps=32, seed=2, vector_mode="actors",
+                                   num_workers=workers, progress="none", run_dir=str(tmp_path / name)),
+                       "CartPole-v1")
+        return [(r["step"], r["mean_return"], r["mean_length"]) for r in result.curve]
+
+    assert run("two_on_one_core", 1, workers=2) == run("two_on_eight_cores", 8, workers=2)
+    # without it the split follows the cores (one worker per core, at most one per env), and so does the run
+    assert run("default_on_one_core", 1) != run("default_on_eight_cores", 8)
+
+
+def test_num_workers_below_one_is_refused_with_its_name(tmp_path):
+    with pytest.raises(ValueError, match="num_workers"):
+        train(settings(tmp_path, "zero", num_workers=0), "CartPole-v1")

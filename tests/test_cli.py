@@ -132,6 +132,8 @@ def test_vector_mode_option_reaches_the_ppo_defaults_of_the_fast_agent(tmp_path)
         ["harvest log", "--vector-mode", "actors", "--out", str(tmp_path)]))
     assert settings.vector_mode == "actors"
     assert ppo_defaults(settings)["vector_mode"] == "actors"  # what every training the fast agent starts uses
-    assert ppo_defaults(RunSettings(out_dir=tmp_path))["vector_mode"] == "sync"
+    default = ppo_defaults(RunSettings(out_dir=tmp_path))
+    # worker processes by default, split the same on any machine, so that a run replays anywhere
+    assert default["vector_mode"] == "actors" and default["num_workers"] == 2
     with pytest.raises(SystemExit):  # argparse refuses an unknown mode with the choices
         run.build_parser().parse_args(["harvest log", "--vector-mode", "threads"])
