@@ -92,8 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"success rate at which a skill is reused (default: {d['skill_threshold'].default})")
     p.add_argument("--seed", type=int, help=f"training/code-test seed, below 1000000 (default: {d['seed'].default})")
     p.add_argument("--vector-mode", choices=VECTOR_MODE_CHOICES,
-                   help="how PPO steps its envs: sync (default; the same run on any machine), actors "
-                        "(fastest on many cores; docs/performance.md) or ray (actors on a Ray cluster)")
+                   help="how PPO steps its envs: actors (default: 2 worker processes that act and step, the "
+                        "same run on any machine; docs/performance.md), sync (this process) or ray (actors on "
+                        "a Ray cluster)")
     p.add_argument("--ray", metavar="ADDRESS",
                    help="run the code tests as Ray tasks (one per test seed) on this cluster, and --vector-mode "
                         "ray there: HOST:PORT of its head, 'auto' or 'local' (--vector-mode ray without --ray: "

@@ -110,8 +110,11 @@ def _work(conn, env_fns: list) -> None:
                                    f"the first has {first.observation_space}, {first.action_space}")
         conn.send(("ok", (first.observation_space, first.action_space, dict(first.metadata), first.render_mode)))
         state: dict = {}  # kept between "run" commands (e.g. a policy copy and its rollout collector)
+        between_failure = None  # what the work between commands raised: the answer to the next command
         while True:
             command, arg = conn.recv()
+            if between_failure is not None and command != "close":
+                raise RuntimeError(f"the work between commands failed: {between_failure}")
             if command == "step":
                 result = _step_slice(envs, arg)
             elif command == "reset":
@@ -129,7 +132,10 @@ def _work(conn, env_fns: list) -> None:
             # work a "run" function left for the wait until the next command (e.g. the learner's update)
             between = state.get(BETWEEN_COMMANDS)
             if between is not None and not conn.poll(0):
-                between(envs)
+                try:
+                    between(envs)
+                except Exception as exc:  # nobody waits for an answer now: report it with the next command's
+                    between_failure = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
     except (EOFError, BrokenPipeError):
         pass  # the main process went away: nothing left to answer
     except BaseException as exc:  # noqa: BLE001 - every failure goes back to the main process

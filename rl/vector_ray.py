@@ -161,6 +161,10 @@ class RayVectorEnv:
         if self.closed:
             return
         self.closed = True
+        try:  # the last work between calls: collected, so that an error of it is not reported as unhandled
+            self._ray.get(self._between, timeout=10.0)
+        except Exception:
+            pass
         try:
             self._ray.wait([a.close.remote() for a in self._actors], num_returns=len(self._actors), timeout=10.0)
         except Exception:

@@ -209,3 +209,14 @@ def next_worlds(envs, state):
         prepared = env.unwrapped.backend._prepared
         out.append((prepared[0] if prepared else None, (seeds, 0)))
     return out
+
+
+def leave_failing_work(envs, state):
+    """For run_in_workers: leaves work for the wait before the next command that raises."""
+    from rl.vector import BETWEEN_COMMANDS
+
+    def fail(envs):
+        raise OSError("no room to build the next world")
+
+    state[BETWEEN_COMMANDS] = fail
+    return "left"

@@ -96,6 +96,20 @@ def test_a_raising_env_names_its_worker_and_the_exception_and_stops_every_worker
         envs.step(np.zeros(4, dtype=int))
 
 
+def test_a_failure_between_commands_is_the_answer_to_the_next_command():
+    """Work a worker does while no command waits (the next worlds, rl.vector.BETWEEN_COMMANDS) has nobody to
+    answer; when it raises, the next command gets the error, with the worker named, not a dead pipe."""
+    from ppo_toys import leave_failing_work
+
+    envs = BatchedVectorEnv([InfoVarietyFactory(0)] * 2, num_workers=1)
+    assert envs.run_in_workers(leave_failing_work, [()]) == ["left"]
+    with pytest.raises(WorkerError, match=r"worker 0 .*between commands failed: OSError: no room to build"):
+        for _ in range(50):  # the worker works between commands only when no command waits yet
+            time.sleep(0.05)
+            envs.run_in_workers(leave_failing_work, [()])
+    assert envs.closed and not any(p.is_alive() for p in envs._procs)
+
+
 def test_a_dying_worker_is_reported_and_a_hung_one_times_out():
     envs = BatchedVectorEnv([InfoVarietyFactory(i, die_at=3 if i == 0 else None) for i in range(2)], num_workers=2)
     envs.reset(seed=0)
