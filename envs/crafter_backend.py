@@ -115,7 +115,7 @@ class CrafterBackend:
     def __init__(self) -> None:
         self._sim = self._new_simulator()
         self._spare: _Simulator | None = None  # a simulator not in play, to generate the next world on
-        self._prepared: tuple[tuple[int, int], _Simulator] | None = None  # (seed, episode) and its world
+        self._spare_world: tuple[int, int] | None = None  # the (seed, episode) the spare holds ready, if any
         self._start = (0, 0)
         self._onehot_materials = np.eye(len(MATERIAL_NAMES), dtype=np.float32)
 
@@ -132,9 +132,9 @@ class CrafterBackend:
 
     def reset(self, seed: int, episode: int = 0) -> None:
         key = (int(seed), int(episode))
-        if self._prepared is not None and self._prepared[0] == key:
-            (_, sim), self._prepared = self._prepared, None
-            self._sim, self._spare = sim, self._sim
+        if self._spare is not None and self._spare_world == key:
+            self._sim, self._spare = self._spare, self._sim
+            self._spare_world = None
         else:
             self._generate(self._sim, *key)
         x, y = self._sim._player.pos
@@ -146,14 +146,12 @@ class CrafterBackend:
         seeded from them), so the episode is the same either way (tests/test_fast_worldgen.py). World
         generation is most of a reset's cost; an actor worker runs it while the learner updates."""
         key = (int(seed), int(episode))
-        if self._prepared is not None:
-            if self._prepared[0] == key:
-                return
-            sim = self._prepared[1]
-        else:
-            sim, self._spare = self._spare or self._new_simulator(), None
-        self._generate(sim, *key)
-        self._prepared = (key, sim)
+        if self._spare_world == key:
+            return
+        if self._spare is None:
+            self._spare = self._new_simulator()
+        self._generate(self._spare, *key)
+        self._spare_world = key
 
     def step(self, action: int) -> tuple[float, bool]:
         _, reward, dead, _ = self._sim.step(action)

@@ -51,14 +51,20 @@ class TaskEnv(gym.Env):
         self._steps = 0
         self._done = True
 
+    def _world_of_reset(self, seed: int | None) -> tuple[int, int] | None:
+        """The (seed, episode) that ``reset(seed=seed)`` starts; None for a first reset without a seed, which
+        draws its seed then."""
+        if seed is not None:
+            return int(seed), 0
+        if self._seeded:  # later unseeded resets move on to the seed's next world
+            return self._seed, self._episode + 1
+        return None
+
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
-        if seed is not None:
-            self._seed, self._episode = int(seed), 0
-        elif not self._seeded:  # first reset without a seed: draw one from gymnasium's RNG
-            self._seed, self._episode = int(self.np_random.integers(0, 2**31 - 1)), 0
-        else:  # later unseeded resets move on to the seed's next world
-            self._episode += 1
+        world = self._world_of_reset(seed)
+        # first reset without a seed: draw one from gymnasium's RNG
+        self._seed, self._episode = world or (int(self.np_random.integers(0, 2**31 - 1)), 0)
         self._seeded = True
         self.backend.reset(self._seed, self._episode)
         self._unlocked = set()
@@ -73,13 +79,9 @@ class TaskEnv(gym.Env):
         without ``prepare`` builds it at the reset as usual). The episode is the same either way; the
         work moves to a moment when the process would otherwise wait."""
         prepare = getattr(self.backend, "prepare", None)
-        if prepare is None:
-            return
-        if seed is not None:
-            prepare(int(seed), 0)
-        elif self._seeded:  # an unseeded reset moves on to the seed's next world
-            prepare(self._seed, self._episode + 1)
-        # else the first unseeded reset draws its seed then: nothing to prepare
+        world = self._world_of_reset(seed)
+        if prepare is not None and world is not None:
+            prepare(*world)
 
     def step(self, action):
         if self._done:

@@ -206,8 +206,7 @@ def next_worlds(envs, state):
     out = []
     for env in envs:
         seeds = env.get_wrapper_attr("_seed_of")(env.get_wrapper_attr("_episode"))
-        prepared = env.unwrapped.backend._prepared
-        out.append((prepared[0] if prepared else None, (seeds, 0)))
+        out.append((env.unwrapped.backend._spare_world, (seeds, 0)))
     return out
 
 

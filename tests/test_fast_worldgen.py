@@ -96,7 +96,7 @@ def test_a_world_prepared_ahead_plays_as_one_built_at_reset():
     ahead.prepare(seed=12, episode=3)
     assert np.array_equal(ahead._sim._world._mat_map, before)  # the world in play is left alone
     assert _episode_trace(ahead, 20) == _episode_trace(plain, 20)
-    prepared = ahead._prepared[1]
+    prepared = ahead._spare
     plain.reset(seed=12, episode=3)
     ahead.reset(seed=12, episode=3)
     assert ahead._sim is prepared  # swapped in, not generated again
@@ -128,7 +128,7 @@ def test_the_training_env_stack_prepares_the_world_its_next_reset_starts():
         assert (r1, term1, trunc1) == (r2, term2, trunc2)
         if term1 or trunc1:
             backend = ahead.unwrapped.backend
-            prepared = backend._prepared[1]
+            prepared = backend._spare
             obs_plain, obs_ahead = plain.reset()[0], ahead.reset()[0]
             prepared_swaps += backend._sim is prepared
     assert prepared_swaps >= 3
