@@ -47,6 +47,8 @@ _MEMORY_RADIUS = 80  # the world is 64x64, so odometry never leaves [-64, 64]
 _SHELTER_SIZE = 2  # walkable tiles a shelter may hold: the pocket the player can seal from inside
 # Tiles that do not wall a shelter in: what zombies walk on, what was never seen, and lava (arrows fly over it).
 _NOT_A_WALL = frozenset(WALKABLE) | {UNKNOWN, "lava"}
+# Solid tiles that mining turns into walkable path: a way out of a shelter.
+_MINED_TO_PATH = frozenset({"stone", "coal", "iron", "diamond"})
 _WALKABLE_IDS = np.array([MATERIAL_IDS[m] for m in sorted(WALKABLE)], dtype=np.uint8)
 
 Pos = tuple[int, int]
@@ -444,17 +446,34 @@ class GameAPI:
                 return
             yield f"place_{item}"
 
-    def leave_shelter(self) -> Iterator[str]:
-        """Mine a way out of a shelter: the wall tile (the entrance first) with known walkable ground behind it."""
-        if not self.is_sheltered() or not self.can_collect("stone"):
-            return
-        px, py = self.pos
-        for d in [self.facing] + [d for d in MOVE_FOR_DIRECTION if d != self.facing]:
-            wall, beyond = (px + d[0], py + d[1]), (px + 2 * d[0], py + 2 * d[1])
-            if self.material_at(wall) == "stone" and self.material_at(beyond) in WALKABLE:
-                yield from self.face(wall)
-                yield "do"
+    def leave_shelter(self, max_steps: int = 12) -> Iterator[str]:
+        """Mine a way out of a shelter and step out: a wall with known walkable ground behind it first
+        (the entrance), else any wall the inventory's tools can mine (stone, coal, iron, diamond turn
+        to path), from either tile of the pocket. Returns when the player is out, or when no wall of
+        the pocket can be mined (a pocket sealed with a table, without a pickaxe)."""
+        moved = False
+        for _ in range(max_steps):
+            if not self.is_sheltered() or not self.can_collect("stone"):  # each of them needs a pickaxe at least
                 return
+            px, py = self.pos
+            exits = []
+            for d in [self.facing] + [d for d in MOVE_FOR_DIRECTION if d != self.facing]:
+                wall, beyond = (px + d[0], py + d[1]), (px + 2 * d[0], py + 2 * d[1])
+                material = self.material_at(wall)
+                if material in _MINED_TO_PATH and self.can_collect(material):
+                    exits.append((self.material_at(beyond) not in WALKABLE, d))
+            if exits:
+                d = min(exits, key=lambda e: e[0])[1]
+                yield from self.face((px + d[0], py + d[1]))
+                yield "do"
+                if self.material_at((px + d[0], py + d[1])) in WALKABLE:
+                    yield MOVE_FOR_DIRECTION[d]
+                continue
+            inside = [n for n in _neighbours(self.pos) if self.material_at(n) in WALKABLE]
+            if not inside or moved:
+                return
+            moved = True
+            yield MOVE_FOR_DIRECTION[(inside[0][0] - px, inside[0][1] - py)]  # try from the pocket's other tile
 
     def explore(self, steps: int = 20) -> Iterator[str]:
         """Head for the nearest edge of the known map to uncover new tiles."""
@@ -494,8 +513,11 @@ class GameAPI:
     def _shelter_site(self, max_walk: int) -> tuple[Pos, Pos] | None:
         """The nearest (entrance, direction) whose next two tiles can form a sealed pocket: each free
         or stone the player can mine, with known solid tiles on their other sides, and something to
-        seal the entrance with (a stone already held or mined from the pocket, else a table)."""
+        seal the entrance with (a stone already held or mined from the pocket, else a table), and a
+        way out again: a pickaxe and a wall or seal of stone (a pocket of tables and trees is a tomb)."""
         pickaxe = self.can_collect("stone")
+        if not pickaxe:
+            return None
         creatures = self._creature_positions()
         has_seal = self.has("stone") or self.can_afford("table")
         reachable = self._reachable_adjacent_costs()
@@ -504,14 +526,16 @@ class GameAPI:
                 pocket = [(entrance[0] + k * dx, entrance[1] + k * dy) for k in (1, 2)]
                 kinds = [self.material_at(t) for t in pocket]
                 if any(t in creatures for t in pocket) or not all(
-                        k in WALKABLE or (k == "stone" and pickaxe) for k in kinds):
+                        k in WALKABLE or k == "stone" for k in kinds):
                     continue
                 if not (has_seal or "stone" in kinds):
                     continue
                 end = pocket[1]
                 walls = [(t[0] + sx, t[1] + sy) for t in pocket for sx, sy in ((dy, dx), (-dy, -dx))]
                 walls.append((end[0] + dx, end[1] + dy))
-                if all(self.material_at(w) not in _NOT_A_WALL for w in walls):
+                seal_is_stone = self.has("stone") or "stone" in kinds
+                if all(self.material_at(w) not in _NOT_A_WALL for w in walls) and (
+                        seal_is_stone or any(self.material_at(w) in _MINED_TO_PATH for w in walls)):
                     return entrance, (dx, dy)
         return None
 

@@ -7,6 +7,8 @@ stepping toward it from the opposite side, which is why the pocket needs its sec
 
 from __future__ import annotations
 
+import itertools
+
 import crafter.constants as crafter_constants
 import numpy as np
 
@@ -18,16 +20,17 @@ from envs.seeds import train_seeds
 from graph.evaluation.coded import pure_code_program
 from sandbox.loader import load_coded_actions
 
-LETTERS = {"S": "stone", "P": "path", "G": "grass", "T": "tree", "W": "water"}
+LETTERS = {"S": "stone", "P": "path", "G": "grass", "T": "tree", "W": "water", "B": "table"}
 
 
-def _observation(rows: list[str], pos=(0, 0), creatures=(), **inventory) -> PlayerObservation:
+def _observation(rows: list[str], pos=(0, 0), creatures=(), daylight=1.0, facing=(0, 1),
+                 **inventory) -> PlayerObservation:
     """A 9x7 view drawn as 7 rows of 9 letters; the player stands at row 3, column 4."""
     materials = np.array([[MATERIAL_IDS[LETTERS[ch]] for ch in row] for row in rows], dtype=np.uint8).T
     items = {name: 0 for name in crafter_constants.items}
     items.update(health=9, food=9, drink=9, energy=9, **inventory)
-    return PlayerObservation(materials=materials, creatures=tuple(creatures), inventory=items, facing=(0, 1),
-                             pos=pos, daylight=1.0, sleeping=False, episode_step=0)
+    return PlayerObservation(materials=materials, creatures=tuple(creatures), inventory=items, facing=facing,
+                             pos=pos, daylight=daylight, sleeping=False, episode_step=0)
 
 
 def _game(rows: list[str], **kwargs) -> GameAPI:
@@ -60,6 +63,23 @@ def test_a_shelter_site_needs_a_pickaxe_for_stone_and_something_to_seal_with():
     assert _game(hillside)._shelter_site(60) is None  # no pickaxe: the stone cannot be dug
     entrance, direction = _game(hillside, wood_pickaxe=1)._shelter_site(60)
     assert (entrance, direction) == ((0, 0), (1, 0))  # dig two tiles into the hill from where it stands
+
+
+def test_a_shelter_site_needs_a_way_out_again():
+    """Tables, trees and water cannot be mined: a pocket walled and sealed only with them is a tomb."""
+    grove = ["TTTTTTTTT", "TTTTTTTTT", "TTTTTTTTT", "TTTTGGGTT", "TTTTTTTTT", "TTTTTTTTT", "TTTTTTTTT"]
+    assert _game(grove, wood=5, wood_pickaxe=1)._shelter_site(60) is None  # a table seal, no stone anywhere
+    assert _game(grove, wood=5, wood_pickaxe=1, stone=1)._shelter_site(60) == ((0, 0), (1, 0))  # a stone seal
+    stone_side = [row if i != 2 else "TTTTTSSTT" for i, row in enumerate(grove)]
+    assert _game(stone_side, wood=5, wood_pickaxe=1)._shelter_site(60) == ((0, 0), (1, 0))  # a stone wall
+
+
+def test_leave_shelter_mines_a_stone_wall_when_the_entrance_is_sealed_with_a_table():
+    pocket = ["TTTTTTTTT", "TTTTTTTTT", "TTTTSTTTT", "TTTBPPTTT", "TTTTTTTTT", "TTTTTTTTT", "TTTTTTTTT"]
+    game = _game(pocket, wood_pickaxe=1, facing=(-1, 0))  # facing the table it sealed the entrance with
+    assert game.is_sheltered()
+    assert list(itertools.islice(game.leave_shelter(), 2)) == ["move_up", "do"]  # turn to the stone, mine it
+    assert list(_game(pocket, facing=(-1, 0)).leave_shelter()) == []  # no pickaxe: no way out, and it says so
 
 
 def test_cows_are_remembered_where_they_were_last_seen():
