@@ -55,7 +55,7 @@ class RunSettings(BaseModel):
     max_wall_s: float = Field(900.0, gt=0, le=30 * 24 * 3600, description="wall-clock limit of the run, seconds")
     max_model_calls: int = Field(300, ge=1, le=1_000_000, description="model calls the run may make")
     seed: int = Field(0, ge=0, lt=1_000_000, description="training/code-test seed (below the evaluation seeds)")
-    eval_episodes: int = Field(10, ge=1, le=10_000, description="held-out episodes per success-rate measurement")
+    eval_episodes: int = Field(50, ge=1, le=10_000, description="held-out episodes per success-rate measurement")
     train_steps: int = Field(
         20_000, ge=1_000, le=100_000_000,
         description="environment steps one PPO training of a learned sub-action may use (capped by the budget)")

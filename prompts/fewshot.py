@@ -163,7 +163,8 @@ def chain_source(sources: dict[str, str], steps: list[str] | tuple[str, ...], ma
     It generalises the chain example (examples/obtain_wood_pickaxe.py): a step named after an
     achievement is retried until the achievement unlocks; when the item a place_/make_ step needs
     lacks a material, that material's collect_ step runs first; a station is placed next to the
-    stations it will be used with; when an action finds nothing to act on, the player explores; and
+    stations it will be used with, and placed again when the one placed before is gone (arrows
+    break tables and furnaces) or out of reach; when an action finds nothing to act on, the player explores; and
     between steps the player drinks, eats and sleeps when it must. A step not named after an
     achievement runs once.
 
@@ -183,6 +184,7 @@ def chain_source(sources: dict[str, str], steps: list[str] | tuple[str, ...], ma
         raise ValueError(f"chain steps {unknown} are not defined in the given sources")
     rows = "\n".join(f"        ({s}, {(s if s in ACHIEVEMENTS else None)!r})," for s in steps)
     gather = ", ".join(f"{s.removeprefix('collect_')!r}: {s}" for s in steps if s.startswith("collect_"))
+    placers = ", ".join(f"{s.removeprefix('place_')!r}: {s}" for s in steps if s.startswith("place_"))
     if needs is None:  # a chain: a step that fails ends it, the later steps need it
         needs_line = skip_unready = ""
         stop_on_failure = "        if goal is not None and goal not in game.achievements:\n            return\n"
@@ -200,6 +202,7 @@ def main(game):
 {rows}
     ]
     gather = {{{gather}}}
+    placers = {{{placers}}}
     place_near = {_stations_placed_together(steps, after)!r}{needs_line}
     for action, goal in steps:{skip_unready}
         for _ in range({CHAIN_RETRIES}):
@@ -210,10 +213,18 @@ def main(game):
             if goal is not None and goal.startswith(("place_", "make_")):
                 item = goal.split("_", 1)[1]
                 missing = [m for m, n in game.requirements(item).items() if not game.has(m, n)]
+                stations = game.stations(item) if goal.startswith("make_") else place_near.get(goal, [])
                 if missing and missing[0] in gather:
                     todo = gather[missing[0]]
-                elif goal in place_near and all(len(game.known(m)) > 0 for m in place_near[goal]):
-                    yield from game.go_near(place_near[goal])
+                elif stations:
+                    # Arrows turn tables and furnaces into path: walk to the stations still standing and
+                    # place again there the ones placed before that are gone (or out of reach).
+                    yield from game.go_near([s for s in stations if len(game.known(s)) > 0])
+                    gone = [s for s in stations if not game.is_near(s) and s in placers
+                            and "place_" + s in game.achievements]
+                    if gone:
+                        need = [m for m, n in game.requirements(gone[0]).items() if not game.has(m, n)]
+                        todo = gather[need[0]] if need and need[0] in gather else placers[gone[0]]
             acted = False
             for name in todo(game):
                 acted = True

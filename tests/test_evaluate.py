@@ -142,8 +142,9 @@ def test_vector_mode_is_part_of_the_cache_keys_except_for_sync(tmp_path):
         runner.pure_rl("collect_wood", 1000)
         runner.rlgpt("collect_wood", 1000)
         keys[cfg.vector_mode] = seen
-    from graph.evaluation.tables import GRAPH_RULES_VERSION
+    from graph.evaluation.tables import GRAPH_RULES_VERSION, RULES_VERSION
 
-    rlgpt_key = f"rlgpt-full-collect_wood-b1000-e100-s0-t20000-c8-r{GRAPH_RULES_VERSION}"  # the rules version is in it
+    # both rules versions are in it: the graph's, and the coded rules its skills play by
+    rlgpt_key = f"rlgpt-full-collect_wood-b1000-e100-s0-t20000-c8-r{GRAPH_RULES_VERSION}.{RULES_VERSION}"
     assert keys["sync"] == ["pure_rl-collect_wood-b1000-e100-s0", rlgpt_key]
     assert keys["actors"] == [k + "-vactors" for k in keys["sync"]]

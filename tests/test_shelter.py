@@ -1,4 +1,5 @@
-"""Surviving the night: the game API's shelter and its memory of where cows were seen.
+"""Surviving the night: the game API's shelter and its memory of where cows were seen; and the chain's
+stations, which skeletons' arrows can destroy.
 
 Zombies walk on grass, sand and path and hit only from a tile next to the player, so a pocket two
 tiles long with solid tiles all around keeps them out. The player can face a free tile only by
@@ -18,19 +19,21 @@ from envs.game_api import GameAPI
 from envs.observation import MATERIAL_IDS, PlayerObservation
 from envs.seeds import train_seeds
 from graph.evaluation.coded import pure_code_program
+from prompts.fewshot import chain_source
 from sandbox.loader import load_coded_actions
 
 LETTERS = {"S": "stone", "P": "path", "G": "grass", "T": "tree", "W": "water", "B": "table"}
 
 
-def _observation(rows: list[str], pos=(0, 0), creatures=(), daylight=1.0, facing=(0, 1),
+def _observation(rows: list[str], pos=(0, 0), creatures=(), daylight=1.0, facing=(0, 1), achievements=(),
                  **inventory) -> PlayerObservation:
     """A 9x7 view drawn as 7 rows of 9 letters; the player stands at row 3, column 4."""
     materials = np.array([[MATERIAL_IDS[LETTERS[ch]] for ch in row] for row in rows], dtype=np.uint8).T
     items = {name: 0 for name in crafter_constants.items}
     items.update(health=9, food=9, drink=9, energy=9, **inventory)
     return PlayerObservation(materials=materials, creatures=tuple(creatures), inventory=items, facing=facing,
-                             pos=pos, daylight=daylight, sleeping=False, episode_step=0)
+                             pos=pos, daylight=daylight, sleeping=False, episode_step=0,
+                             achievements=frozenset(achievements))
 
 
 def _game(rows: list[str], **kwargs) -> GameAPI:
@@ -80,6 +83,23 @@ def test_leave_shelter_mines_a_stone_wall_when_the_entrance_is_sealed_with_a_tab
     assert game.is_sheltered()
     assert list(itertools.islice(game.leave_shelter(), 2)) == ["move_up", "do"]  # turn to the stone, mine it
     assert list(_game(pocket, facing=(-1, 0)).leave_shelter()) == []  # no pickaxe: no way out, and it says so
+
+
+def test_the_chain_places_a_station_again_when_the_one_it_placed_is_gone():
+    """Crafter's arrows turn a table into path; a make_ step that needs it places one again, then makes."""
+    sources = {"place_table": "def place_table(game):\n    yield 'place_table'\n",
+               "make_wood_pickaxe": "def make_wood_pickaxe(game):\n    yield 'make_wood_pickaxe'\n",
+               "stay_alive": "def stay_alive(game):\n    return\n    yield\n"}
+    chain = chain_source(sources, ["place_table", "make_wood_pickaxe"], 100)
+    main = {a.name: a for a in load_coded_actions(chain)}["main"]
+    field, by_a_table = ["G" * 9] * 7, ["G" * 9] * 3 + ["GGGGGBGGG"] + ["G" * 9] * 3
+    game = _game(field, achievements={"place_table"}, wood=5)  # the table was placed, and it is gone
+    actions = main.fn(game)
+    assert next(actions) == "place_table"
+    game._observe(_observation(by_a_table, achievements={"place_table"}, wood=4))
+    assert next(actions) == "make_wood_pickaxe"
+    standing = main.fn(_game(by_a_table, achievements={"place_table"}, wood=5))
+    assert next(standing) == "make_wood_pickaxe"  # a table still there: no second one
 
 
 def test_cows_are_remembered_where_they_were_last_seen():

@@ -40,9 +40,12 @@ OURS = "ours (Crafter)"
 # 5: PPO cuts coded calls in a training's last step, so no training overruns its budget.
 # 6: a shelter is built only with a way out (a pickaxe, and a stone wall or seal), and leave_shelter mines any
 #    stone, coal, iron or diamond wall of the pocket: 15 of 300 coded-chain episodes ended walled in and starving.
-RULES_VERSION = 6
+# 7: the chain places a table or furnace again when the one it placed is gone (arrows turn them into path) or
+#    out of reach, before a make_ step that needs it.
+RULES_VERSION = 7
 # The RL-GPT and iteration cells also depend on the graph's own handling of tool calls; this version is bumped
-# alone for a change that only they see (keys: r{GRAPH_RULES_VERSION}).
+# alone for a change that only they see. Their keys hold both versions (r{GRAPH_RULES_VERSION}.{RULES_VERSION}):
+# they play coded actions too.
 # 6: the fast node fits every tool call to the env steps left, so code tests cannot overrun the budget.
 # 7: the attempt subgraph: test reports go back to the fast agent, which repairs (nodes.repair) before the
 #    critic judges; code whose revisions run out moves to RL; one coded action per answer, composed by
@@ -155,7 +158,7 @@ class Runner:
         c = self.cfg
         length = (f"l{eval_max_steps}",) if eval_max_steps else ()
         key = cell_key("rlgpt", variant, task, f"b{budget}", f"e{c.episodes}", f"s{c.seed}", *length,
-                       f"t{c.train_steps}", f"c{c.test_episodes}", f"r{GRAPH_RULES_VERSION}", *c.mode_key())
+                       f"t{c.train_steps}", f"c{c.test_episodes}", _graph_rules_key(), *c.mode_key())
         return self.cell(f"RL-GPT ({variant}) on {task}, budget {budget:,}", key, lambda: methods.run_rlgpt(
             task, budget, c.episodes, c.work, key, seed=c.seed, variant=variant, train_steps=c.train_steps,
             test_episodes=c.test_episodes, vector_mode=c.vector_mode, eval_max_steps=eval_max_steps, log=self.log))
@@ -174,6 +177,11 @@ class Runner:
         key = cell_key("pure_code", task, f"e{c.episodes}", f"s{c.seed}", f"c{c.test_episodes}", f"r{RULES_VERSION}")
         return self.cell(f"pure code on {task}", key, lambda: methods.run_pure_code(
             task, c.episodes, test_episodes=c.test_episodes, seed=c.seed, log=self.log))
+
+
+def _graph_rules_key() -> str:
+    """Cache-key part of an RL-GPT or iteration cell: the graph's rules and the coded rules its skills play by."""
+    return f"r{GRAPH_RULES_VERSION}.{RULES_VERSION}"
 
 
 def _rules_key(coded: bool) -> tuple[str, ...]:
@@ -260,7 +268,7 @@ def table_iterations(run: Runner) -> Table:
     task = c.iteration_task
     cell = run.rlgpt(task, c.task_budget)
     base_key = cell_key("iter", task, f"b{c.task_budget}", f"e{c.episodes}", f"s{c.seed}", f"t{c.train_steps}",
-                        f"r{GRAPH_RULES_VERSION}", *c.mode_key())
+                        _graph_rules_key(), *c.mode_key())
     rows, spent = [], 0
     attempts = [a for a in cell.get("attempts", [])]
     for i, attempt in enumerate(attempts):
