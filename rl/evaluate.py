@@ -47,7 +47,9 @@ def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float,
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # The interval holds the estimate; at 0 or n successes rounding can leave a bound a hair past it
+    # (200/200 gave an upper bound of 0.9999999999999999).
+    return max(0.0, min(centre - half, p)), min(1.0, max(centre + half, p))
 
 
 def evaluate_policy(path: str | Path, episodes: int = 20, deterministic: bool = False,

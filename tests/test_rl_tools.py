@@ -165,6 +165,13 @@ def test_skill_refuses_a_mismatched_observation_kind(tmp_path):
         PolicySkill(path).run(CrafterEnv("collect_wood", obs_kind="pixels"))
 
 
+def test_wilson_interval_always_holds_the_estimate():
+    for n in (1, 7, 100, 200, 999, 10_000):
+        for k in {0, 1, n // 3, n - 1, n}:
+            lo, hi = wilson_interval(k, n)
+            assert 0.0 <= lo <= k / n <= hi <= 1.0, (k, n, lo, hi)
+
+
 def test_wilson_interval_matches_known_values():
     lo, hi = wilson_interval(0, 10)
     assert lo == 0.0 and hi == pytest.approx(0.2775, abs=1e-3)
