@@ -515,11 +515,11 @@ class GameAPI:
         or stone the player can mine, with known solid tiles on their other sides, and something to
         seal the entrance with (a stone already held or mined from the pocket, else a table), and a
         way out again: a pickaxe and a wall or seal of stone (a pocket of tables and trees is a tomb)."""
-        pickaxe = self.can_collect("stone")
-        if not pickaxe:
+        if not self.can_collect("stone"):
             return None
         creatures = self._creature_positions()
-        has_seal = self.has("stone") or self.can_afford("table")
+        holds_stone = self.has("stone")
+        has_seal = holds_stone or self.can_afford("table")
         reachable = self._reachable_adjacent_costs()
         for entrance in sorted((p for p, c in reachable.items() if c <= max_walk), key=lambda p: (reachable[p], p)):
             for dx, dy in MOVE_FOR_DIRECTION:
@@ -533,9 +533,9 @@ class GameAPI:
                 end = pocket[1]
                 walls = [(t[0] + sx, t[1] + sy) for t in pocket for sx, sy in ((dy, dx), (-dy, -dx))]
                 walls.append((end[0] + dx, end[1] + dy))
-                seal_is_stone = self.has("stone") or "stone" in kinds
-                if all(self.material_at(w) not in _NOT_A_WALL for w in walls) and (
-                        seal_is_stone or any(self.material_at(w) in _MINED_TO_PATH for w in walls)):
+                wall_kinds = [self.material_at(w) for w in walls]
+                if all(k not in _NOT_A_WALL for k in wall_kinds) and (
+                        holds_stone or "stone" in kinds or any(k in _MINED_TO_PATH for k in wall_kinds)):
                     return entrance, (dx, dy)
         return None
 

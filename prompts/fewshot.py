@@ -204,6 +204,11 @@ def main(game):
     gather = {{{gather}}}
     placers = {{{placers}}}
     place_near = {_stations_placed_together(steps, after)!r}{needs_line}
+
+    def gatherer(item):  # the collect_ step of the first material `item` lacks, when the chain has one
+        lacking = [m for m, n in game.requirements(item).items() if not game.has(m, n)]
+        return gather.get(lacking[0]) if lacking else None
+
     for action, goal in steps:{skip_unready}
         for _ in range({CHAIN_RETRIES}):
             if goal is not None and goal in game.achievements:
@@ -212,10 +217,10 @@ def main(game):
             todo = action
             if goal is not None and goal.startswith(("place_", "make_")):
                 item = goal.split("_", 1)[1]
-                missing = [m for m, n in game.requirements(item).items() if not game.has(m, n)]
                 stations = game.stations(item) if goal.startswith("make_") else place_near.get(goal, [])
-                if missing and missing[0] in gather:
-                    todo = gather[missing[0]]
+                fetch = gatherer(item)
+                if fetch is not None:
+                    todo = fetch
                 elif stations:
                     # Arrows turn tables and furnaces into path: walk to the stations still standing and
                     # place again there the ones placed before that are gone (or out of reach).
@@ -223,8 +228,7 @@ def main(game):
                     gone = [s for s in stations if not game.is_near(s) and s in placers
                             and "place_" + s in game.achievements]
                     if gone:
-                        need = [m for m, n in game.requirements(gone[0]).items() if not game.has(m, n)]
-                        todo = gather[need[0]] if need and need[0] in gather else placers[gone[0]]
+                        todo = gatherer(gone[0]) or placers[gone[0]]
             acted = False
             for name in todo(game):
                 acted = True
