@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import gymnasium as gym
@@ -19,6 +20,9 @@ from envs.tasks import Task, get_task
 ACTION_INDEX: dict[str, int] = {name: i for i, name in enumerate(PRIMITIVE_ACTIONS)}
 OBS_KINDS = ("symbolic", "pixels")
 REWARD_KINDS = ("task", "crafter")
+# Seeds the env's own stream of helper seeds (GameAPI's random helpers, one value per episode). It is not the
+# world seed and nothing about a world enters it, so agent code cannot learn the world seed from the helpers.
+HELPER_STREAM_SEED = 0x5EED_4E1B
 
 
 class TaskEnv(gym.Env):
@@ -44,6 +48,7 @@ class TaskEnv(gym.Env):
         self.action_space = gym.spaces.Discrete(len(self.primitive_actions))
         self.observation_space = backend.policy_space(obs_kind)
         self.game = GameAPI()
+        self._helper_seeds = random.Random(HELPER_STREAM_SEED)  # the same resets draw the same helper seeds
         self._seed = 0
         self._episode = 0
         self._seeded = False
@@ -71,7 +76,7 @@ class TaskEnv(gym.Env):
         self._steps = 0
         self._done = False
         player_obs = self.backend.player_observation(0)
-        self.game._reset(player_obs, seed=self._seed)
+        self.game._reset(player_obs, helper_seed=self._helper_seeds.getrandbits(63))
         return self.backend.policy_observation(self.obs_kind, player_obs), self._info(False, 0)
 
     def prepare_reset(self, seed: int | None = None) -> None:

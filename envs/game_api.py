@@ -57,15 +57,18 @@ Pos = tuple[int, int]
 class GameAPI:
     """Read-only view of the game for coded actions. See the module docstring."""
 
-    __slots__ = ("_obs", "_memory", "_rng", "_cows", "_seed", "_identity", "_episode", "_version", "_recent")
+    __slots__ = ("_obs", "_memory", "_rng", "_cows", "_helper_seed", "_identity", "_episode", "_version", "_recent")
 
-    def __init__(self, seed: int = 0):
+    def __init__(self, helper_seed: int = 0):
         self._obs: PlayerObservation | None = None
         self._memory = np.zeros((2 * _MEMORY_RADIUS + 1,) * 2, dtype=np.uint8)
-        self._rng = random.Random(seed)
+        # The helpers' random stream (explore's tie-breaking). Its seed is drawn per episode by the trusted
+        # env from a generator of its own, never from the world seed, which nothing here holds: agent code
+        # that replays explore() learns this value and nothing about the world (docs/security.md).
+        self._rng = random.Random(helper_seed)
         self._cows: set[Pos] = set()  # where cows were last seen: food the player can walk back to
         # What a mirror of this API (the sandbox's copy) needs to catch up: see _catch_up.
-        self._seed = seed
+        self._helper_seed = helper_seed
         self._identity = next(_instances)
         self._episode = 0
         self._version = 0
@@ -73,11 +76,11 @@ class GameAPI:
 
     # -- fed by the environment (private: agent code cannot reach names starting with "_") --
 
-    def _reset(self, obs: PlayerObservation, seed: int) -> None:
+    def _reset(self, obs: PlayerObservation, helper_seed: int) -> None:
         self._memory[:] = 0
-        self._rng = random.Random(seed)
+        self._rng = random.Random(helper_seed)
         self._cows = set()
-        self._seed = seed
+        self._helper_seed = helper_seed
         self._episode += 1
         self._version = 0
         self._recent.clear()
@@ -104,8 +107,9 @@ class GameAPI:
     def _catch_up(self, point: tuple[int, int, int] | None) -> dict[str, Any] | None:
         """What a mirror that was at `point` needs to be at this state; None when it is there already.
 
-        {"observe": [...]} the observations it missed in this episode; {"reset": seed, "observe": [...]}
-        the whole episode so far; or, when that is longer than the window, {"state": ...} the memory map.
+        {"observe": [...]} the observations it missed in this episode; {"reset": helper seed, "observe":
+        [...]} the whole episode so far; or, when that is longer than the window, {"state": ...} the memory
+        map. None of it holds the world seed.
         """
         if self._obs is None:
             raise RuntimeError("the game has not been reset yet")
@@ -116,8 +120,8 @@ class GameAPI:
             last = len(self._recent)
             return {"observe": [self._recent[i] for i in range(last - missed, last)]}
         if self._version <= len(self._recent):
-            return {"reset": self._seed, "observe": list(self._recent)}
-        return {"state": {"seed": self._seed, "memory": self._memory.tobytes().hex(),
+            return {"reset": self._helper_seed, "observe": list(self._recent)}
+        return {"state": {"helper_seed": self._helper_seed, "memory": self._memory.tobytes().hex(),
                           "cows": sorted(self._cows)}, "observe": [self._obs]}
 
     def _apply(self, update: dict[str, Any]) -> None:
@@ -125,12 +129,12 @@ class GameAPI:
         observations = update["observe"]
         if "state" in update:
             state = update["state"]
-            self._reset(observations[0], seed=int(state["seed"]))
+            self._reset(observations[0], helper_seed=int(state["helper_seed"]))
             self._memory[:] = np.frombuffer(bytes.fromhex(state["memory"]), dtype=np.uint8).reshape(self._memory.shape)
             self._cows = {(int(x), int(y)) for x, y in state["cows"]}
             return
         if "reset" in update:
-            self._reset(observations[0], seed=int(update["reset"]))
+            self._reset(observations[0], helper_seed=int(update["reset"]))
             observations = observations[1:]
         for obs in observations:
             self._observe(obs)
@@ -549,7 +553,7 @@ class GameAPI:
     def _step_toward_frontier(self) -> str | None:
         """First move of a shortest known path to a walkable tile that borders unknown ground."""
         moves = list(MOVE_FOR_DIRECTION.items())
-        self._rng.shuffle(moves)  # varied but seeded tie-breaking between equal frontiers
+        self._rng.shuffle(moves)  # varied tie-breaking between equal frontiers, replayable per episode
         path = self._search(lambda pos: any(self.material_at(n) == UNKNOWN for n in _neighbours(pos)), moves=moves)
         return path[0] if path else None
 

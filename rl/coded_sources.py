@@ -7,6 +7,7 @@ serves the coded actions' calls, their preconditions and the shaping function fo
 from __future__ import annotations
 
 from sandbox import AgentCode, CodeRejected, SandboxLimits, UnsafeCodeError, check_source
+from sandbox.host import check_layers
 from sandbox.lint import SHAPING_HINT, coded_action_names
 
 
@@ -50,3 +51,11 @@ def agent_code(sources: list[str], shaping: str | None = None,
         return AgentCode(list(sources), shaping=shaping, limits=limits)
     except CodeRejected as exc:
         raise ValueError(f"the agent's code cannot be loaded: {exc}") from exc
+
+
+def check_sandbox_first(sources: list[str], shaping: str | None = None) -> None:
+    """Before a run with agent code builds its envs (in worker processes, maybe): one sandbox process
+    started here, so that a strict refusal comes before any worker starts and a missing layer is reported
+    once, by this process, whose workers inherit that it was (sandbox.host.check_layers)."""
+    if sources or shaping:
+        check_layers()

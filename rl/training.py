@@ -15,6 +15,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rl.coded_sources import check_sandbox_first
 from rl.env_factory import EnvSource
 from rl.policy_io import save_policy
 from rl.ppo import Collect, Collector, CollectorSpec, PPOSettings, train_loop
@@ -77,6 +78,8 @@ def train(settings: PPOSettings, source: Any, run_name: str | None = None) -> Tr
     device = resolve_device(s.device)
 
     mode = resolve_vector_mode(s.vector_mode, env_source, s.num_envs)
+    if env_source.config is not None:
+        check_sandbox_first(env_source.config.coded_actions, env_source.config.shaping)
     envs = make_vector_env(env_source.env_fns(s.num_envs, s.seed, s.gamma), mode, s.num_workers)
     try:
         coded_names = env_source.coded_action_names()

@@ -86,7 +86,8 @@ class RayVectorEnv:
         self._between: list = []  # each actor's work between calls, queued after its last call
         try:
             for lo, hi in self._slices:
-                self._actors.append(actor_class.options(scheduling_strategy="SPREAD").remote(list(env_fns[lo:hi])))
+                self._actors.append(actor_class.options(scheduling_strategy="SPREAD", **ray_cluster.sandbox_options())
+                                    .remote(list(env_fns[lo:hi])))
         except BaseException:
             for actor in self._actors:  # the ones already made must not outlive this failure
                 ray.kill(actor)

@@ -37,7 +37,14 @@ MODE_ENV = "RLGPT_SANDBOX"
 MODES = ("default", "strict")
 STARTUP_TIMEOUT_S = 60.0   # interpreter and imports on a loaded machine: not the code's time
 MAX_PRINTS_PER_CALL = 10_000  # print lines passed on per call (the trace keeps fewer)
+# What the process may send before it answers one request; past either it is stopped (a print flood
+# would otherwise keep the host reading, and its prints add up over a call's steps).
+MAX_PRINTS_PER_REQUEST = 10_000
+MAX_BYTES_PER_REQUEST = 16 << 20
 _warned: set[str] = set()
+# The sets of missing layers this run has warned about (';'-separated), for the processes it starts later
+# (PPO's workers, a local Ray): set by the process that warned, so that a run warns once, not once per worker.
+WARNED_ENV = "RLGPT_SANDBOX_WARNED"
 
 
 @dataclass(frozen=True)
@@ -77,6 +84,18 @@ def mode() -> str:
     if value not in MODES:
         raise SandboxUnavailable(f"{MODE_ENV}={value!r}: choose one of {', '.join(MODES)}")
     return value
+
+
+_NO_SHAPING = "def shaping(prev, curr):\n    return 0.0\n"
+
+
+def check_layers() -> dict[str, object]:
+    """The isolation layers agent code gets here, from a sandbox process started for the purpose with a
+    trusted one-line shaping function: it warns about missing layers and (strict mode) raises
+    `SandboxUnavailable` as any start does. A command calls it before it starts worker processes, so that a
+    strict refusal comes first and the workers inherit that the warning was given (WARNED_ENV)."""
+    with AgentCode([], shaping=_NO_SHAPING) as code:
+        return dict(code.layers)
 
 
 class AgentCode:
@@ -162,7 +181,9 @@ class AgentCode:
         return [False] * len(self.specs)
 
     def shape(self, prev: dict[str, Any], curr: dict[str, Any]) -> float:
-        """The shaping bonus for one step; RuntimeError (with the agent's error) when it cannot be had."""
+        """The shaping bonus for one step, a finite float; RuntimeError (with the agent's error) when it cannot
+        be had, and for any answer that is not a finite number (nan, infinity, beyond a float's range, a bool,
+        a string, a container: whatever a process that forges its answers may send)."""
         if self.shaping_source is None:
             raise RuntimeError("no shaping function was loaded")
         if not self._ensure():
@@ -171,9 +192,14 @@ class AgentCode:
         if answer is None:
             raise RuntimeError(f"the shaping function failed: {self.last_failure}")
         kind, value = answer
-        if kind == "value" and isinstance(value, (int, float)) and math.isfinite(value):
-            return float(value)
-        raise RuntimeError(clean_text(value) if kind == "error" else f"the shaping function answered {kind!r}")
+        if kind == "value":
+            number = _finite_number(value)
+            if number is None:
+                raise RuntimeError(f"the shaping function answered a {type(value).__name__} that is not a finite "
+                                   "number")
+            return number
+        raise RuntimeError(clean_text(value) if kind == "error" else
+                           f"the shaping function answered {clean_text(kind, 40)!r}")
 
     # ---- life of the process ----------------------------------------------------------------
 
@@ -237,7 +263,8 @@ class AgentCode:
                              timeout=STARTUP_TIMEOUT_S)
         if confined is None or confined[0] != "confined" or not isinstance(confined[1], dict):
             self.close()
-            raise SandboxUnavailable(f"the sandbox process could not confine itself: {self.last_failure or confined}")
+            raise SandboxUnavailable("the sandbox process could not confine itself: "
+                                     f"{self.last_failure or clean_text(confined, 300)}")
         reported = {clean_text(k, 40): v if v is True else clean_text(v, 300)
                     for k, v in list(confined[1].items())[:10]}
         self.layers = {"namespaces": ok or problem, **reported}
@@ -268,8 +295,10 @@ class AgentCode:
     def _warn_missing_layers(self) -> None:
         missing = sorted(k for k, v in self.layers.items() if v is not True)
         key = ",".join(missing)
-        if missing and key not in _warned:
+        reported = _warned | set(os.environ.get(WARNED_ENV, "").split(";"))
+        if missing and key not in reported:
             _warned.add(key)
+            os.environ[WARNED_ENV] = ";".join(sorted((reported | {key}) - {""}))
             reasons = "; ".join(f"{k}: {self.layers[k]}" for k in missing if self.layers[k] is not False)
             log.warning("agent code runs without these sandbox layers: %s%s (docs/security.md; "
                         "--sandbox strict refuses to run without them)", ", ".join(missing),
@@ -292,14 +321,22 @@ class AgentCode:
         message = dict(message, id=self._next_id)
         timeout = timeout or self.limits.step_timeout_s
         deadline = time.monotonic() + timeout
+        received, prints = self._reader.received, 0
         try:
             write_frame(self._proc.stdin.fileno(), message, deadline)
             while True:
-                answer = self._reader.read(deadline)
-                if "print" in answer:
-                    self._printed(answer["print"])
-                    continue
-                break
+                answer = self._reader.read(deadline)  # the deadline holds on every read, full pipe or not
+                prints += "print" in answer
+                flood = self._flood(prints, self._reader.received - received)
+                if flood is not None:
+                    self.last_failure_timed_out = False
+                    self._fail(flood)
+                    return None
+                if "print" not in answer:
+                    break
+                self._printed(answer["print"])
+                if time.monotonic() >= deadline:  # and on every frame
+                    raise ProtocolError("no answer before the deadline", timed_out=True)
         except ProtocolError as exc:
             self.last_failure_timed_out = exc.timed_out
             if exc.timed_out:
@@ -315,7 +352,20 @@ class AgentCode:
         if game is not None:
             self._point = point
         value = answer.get("v")
+        # the boundary: every text the process sends is cleaned here, once (prints in _printed; the values
+        # of other shapes are checked by each caller, and the texts in them cleaned there)
         return answer["r"], clean_text(value) if isinstance(value, str) else value
+
+    @staticmethod
+    def _flood(prints: int, received: int) -> str | None:
+        """Why what the process sent before one answer is too much, or None."""
+        if prints > MAX_PRINTS_PER_REQUEST:
+            return (f"the code printed more than {MAX_PRINTS_PER_REQUEST:,} lines before one answer (a print "
+                    "flood): its process was stopped")
+        if received > MAX_BYTES_PER_REQUEST:
+            return (f"the code sent more than {MAX_BYTES_PER_REQUEST >> 20} MiB of output before one answer "
+                    "(a print flood): its process was stopped")
+        return None
 
     def _printed(self, text: Any) -> None:
         self._prints += 1
@@ -384,6 +434,17 @@ def _specs(value: Any) -> list[ActionSpec] | None:
                                 declared_max_steps=bool(item.get("declared_max_steps"))))
     names = [s.name for s in specs]
     return specs if len(set(names)) == len(names) else None
+
+
+def _finite_number(value: Any) -> float | None:
+    """`value` as a finite float, or None (a bool is not a number here; an int may be beyond a float's range)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _shaping_view(snapshot: dict[str, Any]) -> dict[str, Any]:

@@ -31,6 +31,9 @@ CHILD_PACKAGES = ("envs", "sandbox")
 BOOT = ("import sys; sys.path[:0] = sys.argv[1:]\n"
         "from sandbox.child import run\n"
         "run()")
+# The namespace probe: the child's own imports, from the same places, in the same bwrap command, then exit.
+PROBE = ("import sys; sys.path[:0] = sys.argv[1:]\n"
+         "import sandbox.child")
 # Not secrets: one thread per numeric library, and the machine's OpenBLAS settings where it has them.
 _PASSED_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 _THREAD_ENV = {k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")}
@@ -41,6 +44,7 @@ _spare: subprocess.Popen | None = None
 _spare_owner = 0
 _spawner_pool: ThreadPoolExecutor | None = None
 _spawner_pid = 0
+PROBE_TIMEOUT_S = 60.0  # as the host's start-up deadline: the imports on a loaded machine
 _bwrap_ok: bool | None = None
 _bwrap_problem = ""
 
@@ -56,14 +60,20 @@ def _runtime_dirs() -> list[str]:
     dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
             str(Path(os.path.realpath(sys.executable)).parent.parent)}
     dirs |= {p for p in sys.path if p and "-packages" in p and os.path.isdir(p)}
+    dirs = {os.path.abspath(d) for d in dirs}
     kept = sorted(d for d in dirs if os.path.isdir(d) and not d.startswith("/usr/"))
     # drop a directory already inside another bound one
     return [d for d in kept if not any(d != o and d.startswith(o.rstrip("/") + "/") for o in kept)]
 
 
 def bwrap_command() -> list[str]:
-    args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-            "--uid", "65534", "--gid", "65534", "--ro-bind", "/usr", "/usr"]
+    """The bwrap arguments. bwrap mounts in the order given, each on top of the ones before: the fresh
+    /proc, /dev and empty /tmp come first, so that the runtime and the project packages bound after them
+    stay visible wherever they live (a checkout or venv under /tmp included). bwrap is the one this
+    process's PATH finds (the child's empty environment has none)."""
+    args = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--die-with-parent", "--new-session",
+            "--cap-drop", "ALL", "--uid", "65534", "--gid", "65534",
+            "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--ro-bind", "/usr", "/usr"]
     for top in ("/lib", "/lib64", "/lib32", "/bin", "/sbin"):
         if os.path.islink(top):
             args += ["--symlink", os.readlink(top), top]
@@ -74,30 +84,42 @@ def bwrap_command() -> list[str]:
     for package in CHILD_PACKAGES:
         path = os.path.join(PROJECT_ROOT, package)
         args += ["--ro-bind", path, path]
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/"]
+    args += ["--chdir", "/"]
     return args
 
 
 def namespaces_available() -> tuple[bool, str]:
-    """(bwrap works here, why not). Probed once per process with a trivial command."""
+    """(bwrap works here, why not). Probed once per process by starting the sandbox's interpreter in the
+    bwrap command and importing what the child imports: a file system that lacks part of the runtime or
+    of the project fails here, before any code runs, instead of at every sandbox start."""
     global _bwrap_ok, _bwrap_problem
     if _bwrap_ok is None:
         if shutil.which("bwrap") is None:
             _bwrap_ok, _bwrap_problem = False, "bubblewrap (bwrap) is not installed"
         else:
             try:
-                probe = subprocess.run([*bwrap_command(), "--", sys.executable, "-I", "-c", "pass"],
-                                       env=child_env(), capture_output=True, timeout=30)
+                probe = subprocess.run([*bwrap_command(), "--", *_python(PROBE)], env=child_env(), cwd="/",
+                                       stdin=subprocess.DEVNULL, capture_output=True, timeout=PROBE_TIMEOUT_S)
                 _bwrap_ok = probe.returncode == 0
-                _bwrap_problem = "" if _bwrap_ok else ("bwrap cannot create namespaces here: "
-                                                       + probe.stderr.decode(errors="replace").strip()[:300])
+                why = probe.stderr.decode(errors="replace").strip()[-300:]  # a traceback's end names the error
+                if _bwrap_ok:
+                    _bwrap_problem = ""
+                elif why.startswith("bwrap:"):
+                    _bwrap_problem = f"bwrap cannot create namespaces here: {why}"
+                else:
+                    _bwrap_problem = f"the sandbox's imports fail inside bwrap: {why or probe.returncode}"
             except (OSError, subprocess.TimeoutExpired) as exc:
                 _bwrap_ok, _bwrap_problem = False, f"bwrap failed to start ({exc})"
     return _bwrap_ok, _bwrap_problem
 
 
+def _python(program: str) -> list[str]:
+    # normalized: a path such as checkout/tests/../.venv/bin/python names folders the sandbox does not have
+    return [os.path.abspath(sys.executable), "-I", "-B", "-c", program, PROJECT_ROOT]
+
+
 def command() -> list[str]:
-    python = [sys.executable, "-I", "-B", "-c", BOOT, PROJECT_ROOT]
+    python = _python(BOOT)
     ok, _ = namespaces_available()
     return [*bwrap_command(), "--", *python] if ok else python
 

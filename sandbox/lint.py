@@ -20,8 +20,11 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+
+from sandbox.wire import mark_lines, scrub
 
 # Pure-computation modules, each inspected so that none of its public names is a module
 # (which could lead on to os/sys): dataclasses, operator, string, typing are left out because
@@ -64,7 +67,8 @@ class UnsafeCodeError(ValueError):
     """Agent code broke a sandbox rule (or does not parse). `violations` holds one line per issue."""
 
     def __init__(self, violations: list[str]):
-        self.violations = list(violations)
+        # a violation quotes the agent's code: one line of text, fit for a report (sandbox.wire.clean_text)
+        self.violations = [mark_lines(scrub(v)) for v in violations]
         super().__init__("the code was rejected before running:\n"
                          + "\n".join(f"  - {v}" for v in self.violations))
 
@@ -202,6 +206,18 @@ class _Checker(ast.NodeVisitor):
         self.generic_visit(node)
 
 
+# CPython's parser keeps per-interpreter state that concurrent parses in threads can trip over
+# ("SystemError: AST constructor recursion depth mismatch"): code tests of one round run in parallel
+# threads (LangGraph's ToolNode), so every parse on the trusted side goes through this lock.
+_PARSE_LOCK = threading.Lock()
+
+
+def parse(source: str, filename: str = "<agent code>") -> ast.Module:
+    """ast.parse, one thread at a time."""
+    with _PARSE_LOCK:
+        return ast.parse(source, filename=filename)
+
+
 def find_violations(source: str) -> list[Violation]:
     """All rule violations in `source`, sorted by line; a syntax error is one violation."""
     if not isinstance(source, str):
@@ -212,7 +228,7 @@ def find_violations(source: str) -> list[Violation]:
         return [Violation(
             0, "the code is empty; write at least one generator function `def name(game): ... yield 'noop'`")]
     try:
-        tree = ast.parse(source, filename="<agent code>")
+        tree = parse(source)
     except SyntaxError as exc:
         text = (exc.text or "").strip()
         shown = f" in `{text}`" if text else ""
@@ -261,7 +277,7 @@ def coded_action_names(source: str, generators: bool = True) -> list[str]:
     does not start with "_" (the loader's rule, sandbox.loader). With generators=False, every top-level
     function. Empty when the source does not parse."""
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []
     return [node.name for node in tree.body

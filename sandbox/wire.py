@@ -5,7 +5,7 @@ and that many bytes of UTF-8 JSON. The reader refuses a frame over its size cap 
 deadline, also in the middle of a frame, so a child that sends half a message cannot block the parent.
 
 Observations cross as plain dicts (`obs_to_wire` / `obs_from_wire`). Text that came from the untrusted
-side goes through `clean_text` before a model or a terminal sees it.
+side goes through `clean_text` where the host receives it, before anything else sees it.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import re
 import select
 import struct
 import time
+import unicodedata
 from typing import Any
 
 import numpy as np
@@ -57,6 +58,8 @@ class FrameReader:
     def __init__(self, fd: int, max_bytes: int):
         self.fd = fd
         self.max_bytes = max_bytes
+        self.frames = 0      # frames handed out so far, and their bytes (headers included): the host caps
+        self.received = 0    # what one request may send with these
         self._buffer = bytearray()
 
     def read(self, deadline: float | None) -> dict[str, Any]:
@@ -70,11 +73,17 @@ class FrameReader:
             if size is not None and len(self._buffer) >= HEADER.size + size:
                 body = bytes(self._buffer[HEADER.size:HEADER.size + size])
                 del self._buffer[:HEADER.size + size]
+                self.frames += 1
+                self.received += HEADER.size + size
                 return decode(body)
             self._fill(deadline)
 
     def _fill(self, deadline: float | None) -> None:
-        """Read what is there; with a deadline the fd is non-blocking and select waits when nothing is."""
+        """Read what is there; with a deadline the fd is non-blocking and select waits when nothing is.
+        The deadline is checked before every read, not only when the pipe is empty: a writer that keeps
+        the pipe full cannot hold the reader past it."""
+        if deadline is not None and time.monotonic() >= deadline:
+            raise ProtocolError("no answer before the deadline", timed_out=True)
         try:
             chunk = os.read(self.fd, 1 << 16)
         except BlockingIOError:
@@ -125,17 +134,56 @@ def obs_from_wire(data: dict[str, Any]) -> PlayerObservation:
 
 # ---- text from the untrusted side -----------------------------------------------------------
 
+# Every string the sandbox process sends goes through `clean_text` once, where sandbox.host receives it;
+# after that it is safe to encode, serialise, checkpoint and put in front of a model or a terminal.
+
+PLACEHOLDER = "?"             # stands where a character was taken out: visible, and plain ASCII
+CONTINUATION = "| "           # starts every further line of the sandbox's text; no line of the harness does
 # C0 and C1 control characters (ANSI/OSC escapes start with ESC or CSI), except tab and newline.
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Beyond ASCII: controls, format characters (bidi overrides, zero-width), lone surrogates (they cannot
+# be encoded: UTF-8, JSON and the model client raise), private-use and unassigned code points, and the
+# line and paragraph separators (a line break to str.splitlines and to some readers).
+_ODD_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+_UNMARKED_LINE = re.compile("\n(?!" + re.escape(CONTINUATION) + ")")
 
 
-def clean_text(value: Any, cap: int = REPORT_TEXT_CAP) -> str:
-    """A string fit for a model or a terminal: control characters replaced, at most `cap` characters,
-    with the cut marked in the middle (the start names the error, the end holds the last events)."""
+def scrub(text: str) -> str:
+    """`text` with every odd character (above) replaced by PLACEHOLDER, one for one; tab and newline stay."""
+    if text.isascii():
+        return _CONTROL.sub(PLACEHOLDER, text)
+    return "".join(PLACEHOLDER if c not in "\t\n" and unicodedata.category(c) in _ODD_CATEGORIES else c
+                    for c in text)
+
+
+def mark_lines(text: str) -> str:
+    """Every line after the first starts with CONTINUATION, so that the text cannot pose as lines of the
+    report around it (`task success: True`, a section header). Idempotent."""
+    return _UNMARKED_LINE.sub("\n" + CONTINUATION, text) if "\n" in text else text
+
+
+def clean_text(value: Any, cap: int = REPORT_TEXT_CAP, *, mark: bool = True) -> str:
+    """A string fit for a model, a terminal, JSON and a checkpoint: odd characters replaced (`scrub`),
+    its further lines marked (`mark_lines`; mark=False for the harness's own text that quotes agent text
+    on single lines, such as the lint's), at most `cap` characters with the cut marked in the middle (the
+    start names the error, the end holds the last events). Idempotent, so cleaning again only caps."""
     text = value if isinstance(value, str) else repr(value)
-    text = _CONTROL.sub("?", text)
-    if len(text) <= cap:
+    dropped = 0
+    if len(text) > 2 * cap:  # the cut keeps less than `cap` characters of either end: scrub no more
+        dropped, text = len(text) - 2 * cap, text[:cap] + text[-cap:]
+    text = scrub(text)
+    if mark:
+        text = mark_lines(text)
+    if len(text) <= cap and not dropped:
         return text
-    marker = f"\n[... {len(text) - cap:,} characters cut ...]\n"
-    keep = max(0, cap - len(marker))
-    return text[:keep // 2] + marker + text[len(text) - (keep - keep // 2):]
+    # the marker takes a marked line of its own, and the rest of a line cut in two goes on it: nothing
+    # after the cut can start a line unmarked, and cleaning the result again changes nothing
+    size = len(_cut_marker(len(text) + dropped))
+    keep = max(0, cap - size)
+    head, tail = text[:keep // 2], text[len(text) - (keep - keep // 2):] if keep else ""
+    head = head.removesuffix("\n" + CONTINUATION[0]).removesuffix("\n")  # no half-marked or empty last line
+    return head + _cut_marker(len(text) + dropped - len(head) - len(tail)) + tail
+
+
+def _cut_marker(count: int) -> str:
+    return f"\n{CONTINUATION}[... {count:,} characters cut ...] "

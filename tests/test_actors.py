@@ -150,3 +150,31 @@ def test_a_fixed_number_of_workers_gives_the_same_run_whatever_the_core_count(tm
 def test_num_workers_below_one_is_refused_with_its_name(tmp_path):
     with pytest.raises(ValueError, match="num_workers"):
         train(settings(tmp_path, "zero", num_workers=0), "CartPole-v1")
+
+
+def test_a_missing_sandbox_layer_is_reported_once_per_run_not_once_per_worker(tmp_path):
+    """Issue 26: `python -m rl.ppo` with agent code in two worker processes, where bwrap cannot create
+    namespaces: the learner checks the sandbox before it starts them, and the warning comes once."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    fake = tmp_path / "bin" / "bwrap"  # as under Docker's default profile: installed, but no namespaces
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace (test)' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RLGPT_SANDBOX")}
+    env["PATH"] = f"{fake.parent}{os.pathsep}{env.get('PATH', '')}"
+    done = subprocess.run(
+        [sys.executable, "-m", "rl.ppo", "--task", "collect_wood", "--coded",
+         str(root / "prompts" / "examples" / "explore.py"), "--vector-mode", "actors", "--num-workers", "2",
+         "--num-envs", "2", "--total-steps", "64", "--num-steps", "16", "--max-episode-steps", "20",
+         "--coded-prior", "0.9", "--eval-episodes", "0", "--progress", "none", "--run-dir", str(tmp_path / "run")],
+        cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout[done.stdout.index("{"):])
+    assert summary["steps_used"] >= 64 and summary["coded_action_counts"]["explore"] >= 1  # the code ran
+    assert done.stderr.count("agent code runs without these sandbox layers: namespaces") == 1, done.stderr[-3000:]
+    assert "No permissions to create new namespace (test)" in done.stderr

@@ -143,3 +143,89 @@ def test_fill_makes_new_actions_from_the_examples():
     assert "def make_stone_pickaxe(game)" in fill("make", item="stone_pickaxe")
     with pytest.raises(ValueError):
         fill("teleport")
+
+
+# ---- the world seed stays on the trusted side (issue 26) ----------------------------------------------
+
+WORLD_SEED = 654321
+
+
+def _world_values(seed: int) -> set[int]:
+    """The world seed and the value Crafter seeds the world's own generator with (crafter_backend)."""
+    return {seed, hash((seed, 0)) % (2 ** 31 - 1)}
+
+
+def _ints_and_digits(value, found: set[int], texts: list[str]) -> None:
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int):
+        found.add(value)
+    elif isinstance(value, str):
+        texts.append(value)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _ints_and_digits(k, found, texts)
+            _ints_and_digits(v, found, texts)
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        for v in value:
+            _ints_and_digits(v, found, texts)
+
+
+def test_helper_seeds_come_from_the_envs_own_stream_not_from_the_world():
+    """Fresh envs draw the same first helper seed whatever world they reset to; a second episode draws
+    another; the same resets replay the same seeds and so the same explore() moves."""
+    firsts = []
+    for seed in (0, 7, WORLD_SEED):
+        env = CrafterEnv("collect_wood")
+        env.reset(seed=seed)
+        firsts.append(env.game._helper_seed)
+        assert env.game._helper_seed not in _world_values(seed)
+    assert len(set(firsts)) == 1
+    runs = []
+    for _ in range(2):
+        env = CrafterEnv("collect_wood")
+        seeds, moves = [], []
+        for seed in (WORLD_SEED, WORLD_SEED, 3):
+            env.reset(seed=seed)
+            seeds.append(env.game._helper_seed)
+            moves.append([next(env.game.explore(1)) for _ in range(20)])
+        runs.append((seeds, moves))
+        assert len(set(seeds)) == 3  # the same world twice still gets a new helper seed
+    assert runs[0] == runs[1]
+    assert not hasattr(env.game, "_seed")
+
+
+@pytest.mark.parametrize("path", ["observe", "reset", "state"])
+def test_no_mirror_update_carries_the_world_seed(path):
+    """Each way the host brings a mirror in step (GameAPI._catch_up) holds neither the world seed nor the
+    world generator's seed, and neither does the mirror once it applied the update."""
+    from envs.game_api import GameAPI
+    from sandbox.wire import obs_from_wire, obs_to_wire
+
+    env = CrafterEnv("collect_wood")
+    env.reset(seed=WORLD_SEED)
+    mirror = GameAPI()
+    mirror._apply(env.game._catch_up(None))
+    for _ in range(3):
+        env.step(ACTION_INDEX["noop"])
+    if path == "state":  # an episode longer than the window the host keeps: the memory map crosses
+        for _ in range(1100):
+            env.game._observe(env.game._current())
+    # the host's own sync point as a mirror that missed the three steps would hold it (None: a fresh mirror)
+    point = (env.game._identity, env.game._episode, env.game._version - 3) if path == "observe" else None
+    update = env.game._catch_up(point)
+    assert set(update) - {"observe"} == {path} - {"observe"}
+    wire = dict(update, observe=[obs_to_wire(o) for o in update["observe"]])
+    found: set[int] = set()
+    texts: list[str] = []
+    _ints_and_digits(wire, found, texts)
+    assert env.game._helper_seed in found or path == "observe"
+    for value in _world_values(WORLD_SEED):
+        assert value not in found
+        assert not any(str(value) in t for t in texts)
+    mirror._apply(dict(wire, observe=[obs_from_wire(o) for o in wire["observe"]]))
+    held = [getattr(mirror, name) for name in type(mirror).__slots__]
+    found, texts = set(), []
+    _ints_and_digits(held, found, texts)
+    found |= set(mirror._rng.getstate()[1])
+    assert not found & _world_values(WORLD_SEED)

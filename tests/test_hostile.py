@@ -1575,6 +1575,253 @@ WITHOUT_NAMESPACES = {
 
 @pytest.mark.parametrize("case", WITHOUT_NAMESPACES)
 def test_layers_hold_without_namespaces(world, no_namespaces, case):
-    assert launch.command()[0] != "bwrap"
+    assert "--unshare-all" not in launch.command()
     run = world.run(world.hostile(WITHOUT_NAMESPACES[case]), lint=False)
     world.check(run, completes=True, second_agent=True)
+
+
+# ================================================================================================
+# Print floods (issue 26): the host's deadline holds on every frame, and a request's output is capped
+# ================================================================================================
+
+# Past the lint: the courtesy timer is silenced and print frames are written straight to the channel,
+# as fast as the pipe takes them, for ever. The frames are tiny and written thousands at a time: writing
+# them costs the process one system call, while the host decodes each, so the pipe is never empty.
+FLOOD = '''
+signal = imp("signal")
+struct = imp("struct")
+json = imp("json")
+
+def flood():
+    attempt(signal.signal, signal.SIGALRM, signal.SIG_IGN)
+    body = json.dumps({"print": ""}).encode()
+    chunk = (struct.pack(">I", len(body)) + body) * 4000
+    while True:
+        raw_out(chunk)
+'''
+FLOOD_SOURCES = {
+    "call": FLOOD + 'def main(game):\n    yield "noop"\n    flood()\n    yield "noop"\n',
+    "mask": FLOOD + 'from envs.coded import coded_action\n\n'
+                    '@coded_action(precondition=lambda game: flood())\ndef main(game):\n    yield "noop"\n',
+    "shaping": FLOOD + 'def shaping(prev, curr):\n    flood()\n',
+    "load": FLOOD + 'flood()\n\ndef main(game):\n    yield "noop"\n',
+    "run_code": FLOOD + 'def main(game):\n    yield "noop"\n    flood()\n    yield "noop"\n',
+}
+FLOOD_SLACK_S = 3.0   # past the deadline: killing the flooding process group and starting the next one
+CAPPED = pytest.mark.parametrize("capped", [True, False], ids=["capped", "deadline-only"])
+
+
+@pytest.mark.parametrize("path", FLOOD_SOURCES)
+@CAPPED
+def test_a_print_flood_ends_in_bounded_time_with_a_clear_error(world, monkeypatch, path, capped):
+    """Through every path that reads the sandbox's answers: a call (and run_code, with its own limits),
+    a mask, shaping and loading. Capped: the request's print budget stops the flood at once. Deadline
+    only (the caps raised out of reach): the deadline still holds though the pipe is never empty."""
+    from sandbox import host
+    from tools.run_code import run_code
+
+    if not capped:
+        monkeypatch.setattr(host, "MAX_PRINTS_PER_REQUEST", 10 ** 12)
+        monkeypatch.setattr(host, "MAX_BYTES_PER_REQUEST", 1 << 60)
+    source = world.hostile(FLOOD_SOURCES[path])
+    expected = "print flood" if capped else ("timed out after" if path == "load" else "no answer within")
+    if path == "run_code":
+        with checker_disabled():
+            report = run_code(source, task="collect_wood", seed=SEED, max_steps=5)
+        deadline = SandboxLimits().step_timeout_s
+        assert report.steps == 1 and report.failure_kind == ("runtime" if capped else "timeout"), report
+        assert expected in report.error, report.error
+        assert report.wall_time_s < deadline + FLOOD_SLACK_S + 2.0  # + run_code's own start (env, reset)
+        return
+    bound = FAST.step_timeout_s + FLOOD_SLACK_S
+    if path == "shaping":
+        run = _shape_twice(world, source, lint=False)
+        error, seconds = run.errors[0], run.elapsed[0]
+    elif path == "mask":
+        run = Run()
+        with checker_disabled(), AgentCode([source], limits=FAST) as code:
+            start = time.monotonic()
+            run.mask = code.mask(world.env.game)
+            run.elapsed.append(time.monotonic() - start)
+            error, seconds = code.last_failure, run.elapsed[0]
+            assert run.mask == [False, False]
+            world.assert_next_call_works(code, run)
+    elif path == "load":
+        run = world.run(source, lint=False, limits=LOAD_LOOP_LIMITS)
+        assert run.rejected is not None and run.rejected.kind == ("load" if capped else "timeout")
+        error, seconds, bound = str(run.rejected), run.elapsed[0], LOAD_BOUND_S  # a process start included
+    else:
+        run = world.run(source, lint=False)
+        assert run.outcomes[0].steps == 1
+        error, seconds = run.outcomes[0].error, run.elapsed[1]
+    assert error is not None and expected in error, error
+    assert seconds < bound, f"{seconds:.1f} s"
+    world.check(run)
+
+
+def test_large_print_frames_are_stopped_by_the_byte_cap(world):
+    """Frames of ~480 KB each (under the 1 MiB frame cap): the request's byte budget ends the flood after a
+    few dozen, long before its print budget or its deadline."""
+    source = world.hostile(FLOOD.replace('json.dumps({"print": ""})', 'json.dumps({"print": "flood " * 80000})')
+                           .replace("* 4000", "* 1") + 'def main(game):\n    yield "noop"\n    flood()\n')
+    run = world.run(source, lint=False, limits=SandboxLimits(step_timeout_s=30.0))
+    error = run.outcomes[0].error
+    assert error is not None and "MiB of output before one answer (a print flood)" in error, error
+    assert run.elapsed[1] < FAST.step_timeout_s + FLOOD_SLACK_S
+    world.check(run)
+
+
+# ================================================================================================
+# The world seed never reaches the sandbox (issue 26)
+# ================================================================================================
+
+WORLD_SEED = 654321
+
+# Past the lint: record every request read after the sources loaded, then walk everything reachable in
+# the process (the gc's objects, every module, the live frames; containers, slots, instance dicts,
+# closures, frames, random generators' states, numpy arrays) for ints and digit strings. The values
+# sought come as SHA-512 digests of their decimal text, so the source itself does not carry them.
+SEED_SCAN = '''
+sha512 = imp("_sha512").sha512   # already loaded (by random): the process can open no module file
+gc = imp("gc")
+json = imp("json")
+re = imp("re")
+sysm = imp("sys")
+random_module = imp("random")
+id = B["id"]
+TARGETS = @TARGETS@
+LENGTHS = @LENGTHS@
+RECEIVED = []
+
+def _record_requests():
+    for obj in gc.get_objects():
+        if type(obj).__name__ == "FrameReader":
+            read = obj.read
+            def recording(deadline, read=read):
+                message = read(deadline)
+                RECEIVED.append(json.dumps(message))
+                return message
+            obj.read = recording
+
+_record_requests()
+
+def _members(obj):
+    if isinstance(obj, dict):
+        return list(obj.keys()) + list(obj.values())
+    if isinstance(obj, (list, tuple, set, frozenset)) or type(obj).__name__ == "deque":
+        return list(obj)
+    out = []
+    for klass in type(obj).__mro__:
+        names = klass.__dict__.get("__slots__", ())
+        for name in ((names,) if isinstance(names, str) else names):
+            out.append(attempt(getattr, obj, name))
+    for name in ("__dict__", "cell_contents", "f_locals", "f_back", "gi_frame", "__closure__", "__defaults__",
+                 "__kwdefaults__", "__self__", "__func__"):
+        value = attempt(getattr, obj, name)
+        if type(value).__name__ == "mappingproxy":
+            value = dict(value)
+        out.append(value)
+    if isinstance(obj, random_module.Random):
+        out.append(obj.getstate())
+    if type(obj).__name__ == "ndarray" and obj.size < 10 ** 6:
+        out.append(attempt(lambda: obj.ravel().tolist()))
+    return [v for v in out if v is not None and not failed(v)]
+
+def scan():
+    roots = [gc.get_objects(), list(sysm.modules.values()), sysm._getframe(), RECEIVED]
+    seen, ints, texts, stack = set(), set(), [], roots
+    while stack:
+        obj = stack.pop()
+        kind = type(obj)
+        if kind is int:
+            ints.add(obj)
+            continue
+        if isinstance(obj, str):
+            texts.append(obj)
+            continue
+        if isinstance(obj, (bytes, bytearray)):
+            texts.append(bytes(obj).decode("latin-1"))
+            continue
+        if isinstance(obj, (float, bool)) or id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        stack.extend(_members(obj))
+    hits = set()
+    def check(text):
+        label = TARGETS.get(sha512(text.encode()).hexdigest())
+        if label:
+            hits.add(label)
+    for value in ints:
+        check(str(value))
+    for text in texts:
+        for digits in re.findall("[0-9]+", text):
+            for n in LENGTHS:
+                for i in range(len(digits) - n + 1):
+                    check(digits[i:i + n])
+    print("SCAN " + json.dumps({"hits": sorted(hits), "objects": len(seen), "ints": len(ints),
+                                "texts": len(texts), "requests": len(RECEIVED)}))
+
+def main(game):
+    yield "noop"
+    yield "noop"
+    scan()
+    yield "noop"
+'''
+SCAN_LIMITS = SandboxLimits(step_timeout_s=60.0, load_timeout_s=30.0)
+
+
+@pytest.mark.parametrize("sync", ["reset", "state"])
+def test_no_trace_of_the_world_seed_in_anything_the_sandbox_holds_or_received(sync):
+    """Lint off, the code walks its whole process: what it received since loading, its mirror, every
+    module's globals, live frames. It finds the helper seed the host drew (the walk reaches what
+    crossed), and neither the world seed nor the seed of the world's generator. `state`: the episode is
+    longer than the host's window, so the mirror starts from the memory map."""
+    import hashlib
+    import json
+
+    env = CrafterEnv("collect_wood")
+    env.reset(seed=WORLD_SEED)
+    if sync == "state":
+        for _ in range(1100):
+            env.game._observe(env.game._current())
+    values = {"world": WORLD_SEED, "world_generator": hash((WORLD_SEED, 0)) % (2 ** 31 - 1),
+              "helper": env.game._helper_seed}
+    targets = {hashlib.sha512(str(v).encode()).hexdigest(): label for label, v in values.items()}
+    source = hostile(SEED_SCAN, TARGETS=targets, LENGTHS=sorted({len(str(v)) for v in values.values()}))
+    prints: list[str] = []
+    with checker_disabled(), AgentCode([source], limits=SCAN_LIMITS) as code:
+        outcome = code.execute(env, "main", max_steps=3, on_print=prints.append)
+    assert outcome.error is None and outcome.steps == 3, outcome.error
+    (line,) = [p for p in prints if p.startswith("SCAN ")]
+    found = json.loads(line[len("SCAN "):])
+    assert found["requests"] >= 3 and found["objects"] > 10_000, found
+    assert found["hits"] == ["helper"], found
+
+
+def test_replaying_explore_with_candidate_seeds_does_not_find_the_world_seed():
+    """Lint-clean code draws moves from explore() without taking them; the host replays the same draws
+    with candidate seeds. The helper seed the host drew reproduces them (explore's stream is visible),
+    other seeds give other moves, and no seed derived from the world reproduces them."""
+    from envs.game_api import GameAPI
+
+    probe = ('def main(game):\n    moves = []\n    for _ in range(48):\n        moves.append(next(game.explore(1)))\n'
+             '    print(" ".join(moves))\n    yield "noop"\n')
+    env = CrafterEnv("collect_wood")
+    env.reset(seed=WORLD_SEED)
+    start = env.game._current()
+    prints: list[str] = []
+    with AgentCode([probe], limits=FAST) as code:
+        outcome = code.execute(env, "main", max_steps=1, on_print=prints.append)
+    assert outcome.error is None and len(prints) == 1
+    seen = prints[0].split()
+
+    def replay(helper_seed: int) -> list[str]:
+        game = GameAPI()
+        game._reset(start, helper_seed=helper_seed)
+        return [next(game.explore(1)) for _ in range(48)]
+
+    assert replay(env.game._helper_seed) == seen
+    world = [WORLD_SEED + d for d in range(-20, 21)] + [hash((WORLD_SEED, 0)) % (2 ** 31 - 1)]
+    replays = [replay(s) for s in world]
+    assert len({tuple(r) for r in replays}) > 1   # the moves depend on the seed: a match would mean something
+    assert seen not in replays

@@ -199,6 +199,144 @@ def test_an_unreachable_cluster_fails_fast_with_a_clear_error(tmp_path):
     assert "Traceback" not in done.stderr
 
 
+def _tree(root: int) -> set[int]:
+    """``root`` and every live process below it."""
+    parents: dict[int, int] = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != b"Z":
+            parents[int(entry)] = int(fields[1])
+    found, frontier = {root}, [root]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent]
+        found.update(children)
+        frontier += children
+    return found
+
+
+def _proc_address(text: str) -> tuple[str, int]:
+    """'0100007F:1F90' (a /proc/net table's byte order) -> ('127.0.0.1', 8080); an IPv4-mapped IPv6
+    address comes back as the IPv4 one."""
+    import ipaddress
+
+    host, port = text.split(":")
+    raw = bytes.fromhex(host)
+    ip = ipaddress.ip_address(b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4)))
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return str(ip), int(port, 16)
+
+
+def _listening(pids: set[int]) -> set[tuple[str, str, int]]:
+    """(protocol, address, port) of each TCP socket in LISTEN and each unconnected UDP socket of ``pids``."""
+    inodes = set()
+    for pid in pids:
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:["):
+                    inodes.add(target[len("socket:["):-1])
+        except OSError:
+            continue
+    found = set()
+    for table in ("tcp", "tcp6", "udp", "udp6"):
+        with open(f"/proc/net/{table}") as fh:
+            for line in fh.readlines()[1:]:
+                fields = line.split()
+                local, remote, state, inode = fields[1], fields[2], fields[3], fields[9]
+                waiting = state == "0A" if table.startswith("tcp") else _proc_address(remote)[1] == 0
+                if inode in inodes and waiting:
+                    found.add((table, *_proc_address(local)))
+    return found
+
+
+def test_a_local_ray_that_a_command_starts_trains_and_listens_on_loopback_only(tmp_path):
+    """Issue 26: `python -m rl.ppo --vector-mode ray` as a newcomer runs it (no RAY_ADDRESS, no `ray start`)
+    starts a private Ray, trains on it, and stops it. Watched from outside while it runs: every socket its
+    processes listen on is on 127.0.0.1; afterwards none of its processes is left, and nothing was written
+    to ~/.ray (a token there would turn authentication on for a later `ray start --head`: see the fixture)."""
+    import ipaddress
+
+    temp = tempfile.mkdtemp(prefix="rl", dir="/tmp")  # short: Ray's unix sockets live under it
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
+    env.update(RAY_TMPDIR=temp, RAY_USAGE_STATS_ENABLED="0", HOME=str(home))
+    out, err = tmp_path / "stdout", tmp_path / "stderr"
+    listening: set[tuple[str, str, int]] = set()
+    with open(out, "w") as stdout, open(err, "w") as stderr:
+        proc = subprocess.Popen([sys.executable, "-m", "rl.ppo", "--env-id", "CartPole-v1", "--vector-mode", "ray",
+                                 "--num-envs", "2", "--num-workers", "2", "--total-steps", "256", "--num-steps", "64",
+                                 "--progress", "none", "--run-dir", str(tmp_path / "run")],
+                                cwd=ROOT, env=env, stdout=stdout, stderr=stderr)
+    try:
+        deadline = time.monotonic() + 300
+        while proc.poll() is None:
+            assert time.monotonic() < deadline, "the command did not finish within 300 s"
+            listening |= _listening(_tree(proc.pid))
+            time.sleep(0.25)
+        assert proc.returncode == 0, err.read_text()[-3000:]
+        summary = json.loads(out.read_text()[out.read_text().index("{"):])
+        assert summary["steps_used"] >= 256 and Path(summary["policy_path"]).is_file()
+        assert any(port for _, _, port in listening), "saw no listening socket of the command's Ray"
+        outside = sorted(s for s in listening if not ipaddress.ip_address(s[1]).is_loopback)
+        assert outside == [], f"listening beyond loopback: {outside}"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            left = [pid for pid in os.listdir("/proc") if pid.isdigit() and _cmdline_has(pid, temp)]
+            if not left:
+                break
+            time.sleep(0.5)
+        assert left == [], f"processes of the command's Ray outlived it: {left}"
+        assert not (home / ".ray").exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def _cmdline_has(pid: str, text: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return text.encode() in fh.read()
+    except OSError:
+        return False
+
+
+def test_a_local_ray_off_loopback_is_stopped_and_refused(monkeypatch):
+    """The check after a local start: a node or GCS on another address stops the cluster with a clear error.
+    And the start's switch of Ray's cluster constant is put back afterwards."""
+    import types
+
+    class Started:
+        stopped = False
+
+        def get_runtime_context(self):
+            return types.SimpleNamespace(gcs_address="192.0.2.2:6379")
+
+        def nodes(self):
+            return [{"NodeManagerAddress": "192.0.2.2"}]
+
+        def shutdown(self):
+            self.stopped = True
+
+    started = Started()
+    with pytest.raises(ray_cluster.RayClusterError, match="not on 127.0.0.1 only, and was stopped"):
+        ray_cluster._check_loopback(started)
+    assert started.stopped
+    constants = ray._private.ray_constants
+    before = constants.ENABLE_RAY_CLUSTER
+    with ray_cluster._loopback_kept(ray):
+        assert constants.ENABLE_RAY_CLUSTER is False
+    assert constants.ENABLE_RAY_CLUSTER == before
+
+
 def test_without_the_ray_extra_ray_mode_says_how_to_install_it(tmp_path, monkeypatch, capsys):
     from rl import cli
 

@@ -264,6 +264,44 @@ def test_invalid_limits_are_refused():
         SandboxLimits(memory_mb=1)
 
 
+def test_the_read_deadline_holds_while_the_writer_keeps_the_pipe_full():
+    """sandbox.wire.FrameReader checks its deadline before every read, not only when the pipe is empty:
+    a writer that never lets it run dry cannot hold the reader (issue 26)."""
+    import threading
+
+    from sandbox.wire import FrameReader, ProtocolError, encode
+
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    chunk = encode({"print": ""}) * 4000
+    stop = threading.Event()
+
+    def write():
+        try:
+            while not stop.is_set():
+                os.write(write_fd, chunk)
+        except OSError:
+            pass
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    reader, frames = FrameReader(read_fd, 1 << 20), 0
+    start = time.monotonic()
+    try:
+        with pytest.raises(ProtocolError) as info:
+            while True:
+                reader.read(start + 0.5)
+                frames += 1
+    finally:
+        stop.set()
+        os.close(read_fd)
+        writer.join(5)
+        os.close(write_fd)
+    assert info.value.timed_out and frames > 1000
+    assert time.monotonic() - start < 1.5
+    assert reader.frames == frames and reader.received == frames * len(encode({"print": ""}))
+
+
 # --- no attribute path from the game API to the simulator ----------------------------------
 
 def _search(root, is_target, limit=300_000):
@@ -463,3 +501,146 @@ def test_a_sandbox_started_from_a_thread_that_ends_lives_on():
         assert outcome.error is None and outcome.steps == 3 and code.restarts == 0
     with AgentCode([WALK]) as spare_started_in_that_thread:
         assert spare_started_in_that_thread.execute(_env(), "main", max_steps=3).steps == 3
+
+
+# --- where the checkout and the venv live; the missing-layer warning (issue 26) ---------------------
+
+# Run by the interpreter of a venv under /tmp, from a copy of the two packages under /tmp: the layout of a
+# CI clone or a `git worktree`, which the empty /tmp of the sandbox's file system used to hide.
+_UNDER_TMP = """
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+from envs.crafter_env import CrafterEnv
+from sandbox import AgentCode, launch
+env = CrafterEnv("collect_wood")
+env.reset(seed=3)
+with AgentCode([sys.argv[2]]) as code:
+    outcome = code.execute(env, "main", max_steps=3)
+    inner = launch._descendants(code._proc.pid)
+    def pid_ns(pid):
+        try:
+            return os.readlink(f"/proc/{pid}/ns/pid")
+        except OSError:
+            return None
+    print(json.dumps({"executable": sys.executable, "prefix": sys.prefix, "root": launch.PROJECT_ROOT,
+                      "sandbox": launch.__file__, "probe": launch.namespaces_available(),
+                      "layers": code.layers, "command": code._proc.args, "steps": outcome.steps,
+                      "error": outcome.error, "own_ns": pid_ns("self"),
+                      "inner_ns": [pid_ns(p) for p in inner]}))
+"""
+
+
+def test_a_checkout_and_a_venv_under_tmp_run_in_namespaces():
+    if not launch.namespaces_available()[0]:
+        pytest.skip(f"no namespaces on this machine at all: {launch.namespaces_available()[1]}")
+    import json
+    import shutil
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    top = Path(tempfile.mkdtemp(prefix="rlgpt-layout-", dir="/tmp"))
+    try:
+        venv, src = top / "venv", top / "src"
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+        python = venv / "bin" / "python"
+        site = subprocess.run([str(python), "-I", "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                              capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+        # the dependencies stay where they are installed; plain path lines, so that no .pth file of theirs
+        # runs (an editable install's finder would map `sandbox` back to this checkout)
+        deps = [p for p in sys.path if p.endswith(("site-packages", "dist-packages")) and os.path.isdir(p)]
+        Path(site, "rlgpt_deps.pth").write_text("\n".join(deps) + "\n")
+        root = Path(launch.PROJECT_ROOT)
+        for package in launch.CHILD_PACKAGES:
+            shutil.copytree(root / package, src / package, ignore=shutil.ignore_patterns("__pycache__"))
+        done = subprocess.run([str(python), "-I", "-c", _UNDER_TMP, str(src), WALK], cwd="/", capture_output=True,
+                              text=True, timeout=180)
+        assert done.returncode == 0, done.stderr[-3000:]
+        seen = json.loads(done.stdout.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+    # honest: the interpreter and the packages really were the ones under /tmp
+    assert seen["executable"] == str(venv / "bin" / "python") and seen["prefix"] == str(venv)
+    assert seen["root"] == str(src) and seen["sandbox"].startswith(str(src / "sandbox") + "/")
+    assert seen["probe"] == [True, ""], seen["probe"]
+    assert seen["layers"]["namespaces"] is True
+    command = seen["command"]
+    assert "--unshare-all" in command and command[command.index("--") + 1] == seen["executable"]
+    assert seen["steps"] == 3 and seen["error"] is None
+    visible = [ns for ns in seen["inner_ns"] if ns is not None]
+    assert all(ns != seen["own_ns"] for ns in visible)  # where /proc lets us look: another PID namespace
+
+
+def test_the_probe_imports_what_the_child_imports(monkeypatch):
+    """A file system that lacks the project's packages fails the probe (before any code runs), instead of
+    passing it and failing every start."""
+    if not launch.namespaces_available()[0]:
+        pytest.skip(f"no namespaces on this machine at all: {launch.namespaces_available()[1]}")
+    full = launch.bwrap_command
+
+    def without_the_packages() -> list[str]:
+        args = full()
+        for package in launch.CHILD_PACKAGES:
+            path = os.path.join(launch.PROJECT_ROOT, package)
+            i = args.index(path)
+            del args[i - 1:i + 2]
+        return args
+
+    monkeypatch.setattr(launch, "bwrap_command", without_the_packages)
+    monkeypatch.setattr(launch, "_bwrap_ok", None)
+    monkeypatch.setattr(launch, "_bwrap_problem", "")
+    ok, problem = launch.namespaces_available()
+    assert not ok and "No module named" in problem and "inside bwrap" in problem
+
+
+def _drop_spare() -> None:
+    with launch._lock:
+        spare, launch._spare = launch._spare, None
+    if spare is not None:
+        launch.stop_process(spare)
+
+
+@pytest.fixture
+def failing_bwrap(tmp_path, monkeypatch):
+    """A bwrap that cannot create namespaces (as in Docker's default profile), found first on PATH."""
+    fake = tmp_path / "bin" / "bwrap"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace (test)' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setattr(launch, "_bwrap_ok", None)
+    monkeypatch.setattr(launch, "_bwrap_problem", "")
+    monkeypatch.delenv("RLGPT_SANDBOX", raising=False)
+    _drop_spare()
+    yield
+    _drop_spare()  # started without namespaces: it must not serve a later test
+
+
+_START_ONE = ("import logging, sys\nlogging.basicConfig()\nfrom sandbox import AgentCode\n"
+              "AgentCode([sys.argv[1]]).close()\n")
+
+
+def test_missing_layers_are_reported_once_per_run_not_once_per_process(failing_bwrap, monkeypatch, caplog):
+    import subprocess
+
+    from sandbox import host
+
+    monkeypatch.setattr(host, "_warned", set())
+    monkeypatch.setenv(host.WARNED_ENV, "")  # restored (removed) after the test
+    message = "agent code runs without these sandbox layers"
+    layers = host.check_layers()  # what a run does before it starts its workers
+    assert "No permissions to create new namespace (test)" in str(layers["namespaces"])
+    with AgentCode([WALK]):
+        pass
+    assert sum(message in r.getMessage() for r in caplog.records) == 1
+    assert os.environ[host.WARNED_ENV] == "namespaces"
+
+    def warnings_of_a_worker(env: dict) -> int:
+        done = subprocess.run([sys.executable, "-c", _START_ONE, WALK], cwd=launch.PROJECT_ROOT, env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stderr.count(message)
+
+    assert warnings_of_a_worker(dict(os.environ)) == 0  # a process this run starts now inherits the report
+    alone = {k: v for k, v in os.environ.items() if k != host.WARNED_ENV}
+    assert warnings_of_a_worker(alone) == 1  # the control: on its own, a process does warn

@@ -38,7 +38,7 @@ def _observation(rows: list[str], pos=(0, 0), creatures=(), daylight=1.0, facing
 
 def _game(rows: list[str], **kwargs) -> GameAPI:
     game = GameAPI()
-    game._reset(_observation(rows, **kwargs), seed=0)
+    game._reset(_observation(rows, **kwargs), helper_seed=0)
     return game
 
 
@@ -138,7 +138,7 @@ def test_shelter_walls_the_player_in_and_leave_shelter_opens_the_way():
     """On real worlds, once the chain has a pickaxe and stone: the API's verdict matches the simulator."""
     program = {a.name: a for a in load_coded_actions(pure_code_program("collect_stone"))}["main"]
     sheltered = 0
-    for seed in train_seeds(6, offset=3000):
+    for seed in train_seeds(10, offset=3000):  # 7 shelter, with or without issue 26's helper seeds
         env = CrafterEnv("collect_diamond")
         env.reset(seed=seed)
         execute(env, program, max_steps=2000)
@@ -151,4 +151,4 @@ def test_shelter_walls_the_player_in_and_leave_shelter_opens_the_way():
         assert _zombie_reachable_tiles(env) <= 2  # no zombie can reach a tile next to the player
         execute(env, as_coded_action(_leave), max_steps=5)
         assert not env.game.is_sheltered() and _zombie_reachable_tiles(env) > 2
-    assert sheltered >= 4
+    assert sheltered >= 5

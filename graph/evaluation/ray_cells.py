@@ -166,7 +166,7 @@ def measure_on_ray(cfg: EvalConfig, tables: list[int], cache: CellCache, log: Lo
     from rl import ray_cluster
 
     ray = ray_cluster.connect()
-    task = ray.remote(num_cpus=1, max_retries=0)(measure_cell)
+    task = ray.remote(num_cpus=1, max_retries=0, **ray_cluster.sandbox_options())(measure_cell)
     measured: dict[str, dict] = {}
     start, rounds = time.time(), 0
     while True:
