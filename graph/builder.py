@@ -20,6 +20,7 @@ tools and critic.
 
 from __future__ import annotations
 
+import json
 import typing
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -159,13 +160,22 @@ def _check_plugins(specs: Sequence[Any]) -> None:
         taken.add(spec.name)
 
 
+def harness_error(exc: Exception) -> str:
+    """A tool that raised instead of reporting failed on the harness's side, not the agent's: its answer says
+    so (nodes.attempts leaves such runs out of a measured rate)."""
+    text = f"{type(exc).__name__}: {exc}"[:500]
+    return json.dumps({"ok": False, "failure_kind": "harness",
+                       "error": f"the harness failed to run this tool ({text}); this is not the code's fault, "
+                                f"and the run is not counted"}, ensure_ascii=True)
+
+
 def build_attempt_graph(tools: Sequence[Any], specs: Sequence[Any] = (), context_schema: Any = RunContext):
     """The fast <-> tools <-> critic loop of one attempt, with its own messages."""
     builder = StateGraph(AttemptState, context_schema=context_schema)
     inner_specs = [s for s in specs if s.after in ("fast", "tools", "critic")]
     _add_nodes(builder, ATTEMPT_NODES, inner_specs)
     tool_specs = [s for s in inner_specs if s.after == "tools"]
-    builder.add_node("tools", ToolNode(list(tools), handle_tool_errors=True))
+    builder.add_node("tools", ToolNode(list(tools), handle_tool_errors=harness_error))
     builder.add_edge("tools", tool_specs[0].name if tool_specs else "fast")
     for spec, following in zip(tool_specs, tool_specs[1:]):
         builder.add_node(spec.name, spec.fn)

@@ -43,7 +43,7 @@ def _fmt_steps(n: int | float) -> str:
 class RunProgress:
     """Context manager; call `node_done`, `counters`, `custom` as the stream delivers facts."""
 
-    def __init__(self, run_id: str, task: str, budget_steps: int, max_wall_s: float,
+    def __init__(self, run_id: str, task: str, budget_steps: int, max_wall_s: float | None,
                  max_model_calls: int, live: bool | None = None, stream: TextIO | None = None,
                  elapsed_offset: float = 0.0):
         self.run_id = run_id
@@ -66,7 +66,9 @@ class RunProgress:
                                     TaskProgressColumn(), TextColumn("{task.fields[label]}"),
                                     console=self._console)
         self._steps_task = self._budget_bar.add_task("env steps", total=max(budget_steps, 1), label="")
-        self._wall_task = self._budget_bar.add_task("wall time", total=max(max_wall_s, 1), label="")
+        # no wall limit: the bar shows the elapsed time against a total that never fills
+        self._wall_task = self._budget_bar.add_task("wall time", total=max(max_wall_s, 1) if max_wall_s else None,
+                                                    label="")
         self._calls_task = self._budget_bar.add_task("model calls", total=max(max_model_calls, 1), label="")
         self._train_bar = Progress(TextColumn("{task.description:<14}"), BarColumn(), TaskProgressColumn(),
                                    TextColumn("{task.fields[label]}"), TimeElapsedColumn(), console=self._console)
@@ -79,7 +81,7 @@ class RunProgress:
             self._live.__enter__()
         else:
             self._log(f"run {self.run_id}: task {self.task}, budget {self.budget_steps} env steps, "
-                      f"{self.max_wall_s:.0f} s, {self.max_model_calls} model calls")
+                      f"{_wall_text(self.max_wall_s)}, {self.max_model_calls} model calls")
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -165,8 +167,9 @@ class RunProgress:
             head.add_row("last", self.last_event[:120])
         self._budget_bar.update(self._steps_task, completed=min(c.steps_spent, self.budget_steps),
                                 label=f"{_fmt_steps(c.steps_spent)}/{_fmt_steps(self.budget_steps)}")
-        self._budget_bar.update(self._wall_task, completed=min(self.elapsed, self.max_wall_s),
-                                label=f"{self.elapsed:.0f}/{self.max_wall_s:.0f} s")
+        self._budget_bar.update(self._wall_task, completed=min(self.elapsed, self.max_wall_s or self.elapsed),
+                                label=f"{self.elapsed:.0f} s" + (f"/{self.max_wall_s:.0f} s" if self.max_wall_s else
+                                                                 " (no wall limit)"))
         self._budget_bar.update(self._calls_task, completed=min(c.model_calls, self.max_model_calls),
                                 label=f"{c.model_calls}/{self.max_model_calls}")
         parts: list[Any] = [head, self._budget_bar]
@@ -177,3 +180,7 @@ class RunProgress:
     def _refresh(self) -> None:
         if self._live is not None:
             self._live.update(self._render())
+
+
+def _wall_text(max_wall_s: float | None) -> str:
+    return f"wall limit {max_wall_s:.0f} s" if max_wall_s else "no wall limit"

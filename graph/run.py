@@ -71,7 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fast-agent revisions per decomposition: code repairs from the test report, or longer "
                         f"trainings; then code moves to RL (default: {d['max_inner_iters'].default})")
     p.add_argument("--max-wall-s", type=float, metavar="S",
-                   help=f"wall-clock limit in seconds (default: {d['max_wall_s'].default:.0f})")
+                   help="wall-clock limit in seconds (default: none: the step budget and the model-call limit "
+                        "bound a run)")
     p.add_argument("--max-model-calls", type=int, metavar="N",
                    help=f"model calls the run may make (default: {d['max_model_calls'].default})")
     p.add_argument("--train-steps", type=int, metavar="N",

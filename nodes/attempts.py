@@ -8,8 +8,8 @@ otherwise (after a checkpoint round trip or from a tool that only returns JSON).
 
 from __future__ import annotations
 
-import ast
 import json
+import math
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -20,6 +20,7 @@ CODE_TOOL = "run_code_in_env"
 CONFIGURE_TOOL = "configure_rl"
 TRAIN_TOOL = "train_ppo"
 MEASURING_TOOLS = (CODE_TOOL, TRAIN_TOOL)
+HARNESS_FAILURE = "harness"  # a tool run that failed on the harness's side: never counted against the code
 
 
 def report_of(message: ToolMessage) -> dict:
@@ -75,6 +76,8 @@ def summarise_code_runs(reports: list[dict], prerequisites: Sequence[str] = ()) 
     gets its turn. `started` counts the runs that got there, and `success_given_start` is the sub-action's
     own rate over those runs: a run that died on the way says nothing about the sub-action's code.
     """
+    harness = [r for r in reports if r.get("failure_kind") == HARNESS_FAILURE]
+    reports = [r for r in reports if r.get("failure_kind") != HARNESS_FAILURE]  # not the code's doing
     n = len(reports)
     successes = sum(bool(r.get("task_success")) for r in reports)
     needed = set(prerequisites)
@@ -85,17 +88,64 @@ def summarise_code_runs(reports: list[dict], prerequisites: Sequence[str] = ()) 
     return {
         "kind": "code", "episodes": n, "successes": successes,
         "success_rate": successes / n if n else 0.0, "rate_source": "code_tests",
-        "prerequisites": sorted(needed), "started": len(started),
+        "prerequisites": sorted(needed), "started": len(started), "started_successes": started_ok,
         "success_given_start": started_ok / len(started) if started else None,
         "steps": sum(int(r.get("steps") or 0) for r in reports),
         "outcomes": dict(sorted(kinds.items())),
-        "errors": errors[:6],
+        "errors": errors[:6], "harness_failures": len(harness),
         "seeds": [r.get("seed") for r in reports],
         "per_seed": [{"seed": r.get("seed"), "success": bool(r.get("task_success")), "steps": r.get("steps", 0),
                       "failure": r.get("failure_kind"), "ended": r.get("ended"),
                       "death_cause": r.get("death_cause"), "inventory_after": r.get("inventory_after", {})}
                      for r in reports],
     }
+
+
+# A test round's success count is a sample: a code whose true rate is exactly the target still misses it
+# often on 8 seeds (0.9 on 8 seeds gives 8 of 8 only 43% of the time). An attempt meets the target when
+# its count is one a code at the target would reach or fall below at least this often.
+PASS_ALPHA = 0.2
+
+
+def successes_needed(n: int, target: float) -> int:
+    """The fewest successes of `n` test episodes that meet a `target` rate: the smallest k with
+    P(X <= k) >= PASS_ALPHA for X ~ Binomial(n, target). 8 seeds and 0.9: 7."""
+    if n <= 0:
+        return 0
+    if target >= 1.0:
+        return n
+    cumulative = 0.0
+    for k in range(n + 1):
+        cumulative += math.comb(n, k) * target ** k * (1 - target) ** (n - k)
+        if cumulative >= PASS_ALPHA:
+            return k
+    return n
+
+
+def judged_count(result: dict) -> tuple[int, int] | None:
+    """(successes, episodes) behind a code test's judged rate (over the runs that reached the sub-action's
+    start, when the test replayed a prefix); None for a training's rate (many episodes, no count kept)."""
+    if result.get("kind") != "code" or not result.get("episodes"):
+        return None
+    if result.get("success_given_start") is not None and result.get("started_successes") is not None:
+        return int(result["started_successes"]), int(result.get("started") or 0)
+    return int(result.get("successes") or 0), int(result["episodes"])
+
+
+def meets_target(result: dict, target: float) -> bool:
+    """Whether a measured attempt meets the target rate: a code test by its count (`successes_needed`),
+    a training by its rate."""
+    count = judged_count(result)
+    if count is None:
+        return judged_rate(result) >= target
+    successes, n = count
+    return n > 0 and successes >= successes_needed(n, target)
+
+
+def pass_rule_text(n: int, target: float) -> str:
+    """The pass rule in plain numbers for a test round of `n` seeds."""
+    return (f"{successes_needed(n, target)} or more successes of {n} test seeds meet the target {target:.0%} "
+            f"(of the runs that reach the sub-action, when earlier skills play first)")
 
 
 def judged_rate(result: dict) -> float:
@@ -159,25 +209,3 @@ def steps_of(messages: Sequence[BaseMessage]) -> int:
         r = report_of(m)
         total += int(r.get("steps") or 0) + int(r.get("steps_used") or 0) + int(r.get("eval_steps") or 0)
     return total
-
-
-def split_functions(program: str) -> dict[str, str]:
-    """Top-level functions of a program, name -> source (decorators included). Other top-level
-    statements (imports, constants) are prepended to every function so each piece runs alone.
-    The one parser of a program's function names (a program that does not parse defines none)."""
-    try:
-        tree = ast.parse(program)
-    except SyntaxError:
-        return {}
-    lines = program.splitlines()
-    preamble: list[str] = []
-    functions: dict[str, str] = {}
-    for node in tree.body:
-        start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]) - 1
-        text = "\n".join(lines[start:node.end_lineno])
-        if isinstance(node, ast.FunctionDef):
-            functions[node.name] = text
-        elif not (isinstance(node, ast.Expr) and isinstance(getattr(node, "value", None), ast.Constant)):
-            preamble.append(text)  # a module docstring is dropped, anything else kept
-    head = "\n".join(preamble)
-    return {name: (f"{head}\n\n\n{src}" if head else src) + "\n" for name, src in functions.items()}

@@ -1,16 +1,17 @@
 """Critic node: judges a measured attempt from its code and evidence, and decides where the run goes next.
 
 It sees the code (or the RL configuration) and the test report the fast agent saw, and answers a
-`Critique`. The graph, not the model, holds the loops' limits:
+`Critique`. Its verdict stands; the graph decides only where the answer cannot be used as it is, and
+the critic's prompt says so beforehand (`verdict_rules`):
 
-- pass                                   -> the subtask is solved with this attempt (skill saved), next subtask;
-                                            a 'pass' below the skill threshold is refused (treated as 'revise')
-- a learned attempt, 'revise' with revisions left -> the fast agent again (train longer, or fix the config)
-- coded attempt whose revisions ran out (or that the fast agent could not improve): the sub-action moves
-  to RL whatever the model said, when an outer iteration is left (the slow agent revises the decomposition)
-- 'move' with outer iterations left      -> the slow agent revises the decomposition
-- otherwise                              -> keep the subtask's best attempt if it passes the skill threshold,
-                                            else ask the planner to re-plan
+- pass                          -> the subtask is solved with this attempt (skill saved), next subtask;
+                                   a 'pass' below the skill threshold is refused (treated as 'revise')
+- revise, a learned attempt with revisions left -> the fast agent again (train longer, fix the config)
+- revise or move, outer iterations left -> the slow agent revises the decomposition (move: with the
+                                   sub-action moved to the kind the critic named)
+- fail, or revise/move with the loops spent -> the subtask's best attempt is kept and the run goes on
+                                   when it reaches the skill threshold; else the planner re-plans
+- no usable critique            -> the numbers decide: pass when the attempt meets the target, else fail
 A run limit (budget, wall time, model calls) stops the loops: the best attempt is kept and the
 executor measures what was reached.
 """
@@ -22,7 +23,7 @@ from typing import Any, Literal
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from nodes.attempts import judged_rate
+from nodes.attempts import judged_rate, meets_target, pass_rule_text
 from nodes.context import RunContext, context_of
 from nodes.exits import exit_to
 from nodes.fast import start_attempt_update
@@ -30,6 +31,7 @@ from nodes.limits import MIN_TRAIN_STEPS, budget_left, limit_reached
 from nodes.models import ModelOutputError
 from nodes.rounds import judged_sub_action, measure_event, record_round
 from nodes.schemas import Critique
+from nodes.settings import RunSettings
 from nodes.skills_io import save_skill, skill_from_attempt
 from nodes.state import AttemptState, current_decomposition, with_update
 from prompts.templates import messages_for
@@ -50,6 +52,29 @@ def _best_by_kind(results: list[dict], subtask: str) -> dict[str, float]:
 def _failed_result(judged: dict, why: str) -> dict:
     return {"kind": judged["kind"], "ok": False, "success_rate": 0.0, "episodes": 0, "steps": 0,
             "rate_source": "none", "errors": [why]}
+
+
+def verdict_rules(settings: RunSettings, inner: int, outer: int, kind: str) -> str:
+    """What the graph does with each verdict at this point of the loops, in plain words for the prompt."""
+    outer_left = outer + 1 < settings.max_outer_iters
+    rules = [f"pass: the subtask is done with this attempt (a pass below the skill threshold "
+             f"{settings.skill_threshold:.0%} counts as revise)."]
+    if not outer_left:
+        rules.insert(0, f"This is the subtask's last outer iteration ({outer + 1} of {settings.max_outer_iters}): "
+                        "revise and move end it like fail.")
+    if kind == "rl":
+        rules.append("revise: " + ("the fast agent trains again with your feedback." if inner < settings.max_inner_iters
+                                   else "the fast agent's revisions are spent: "
+                                   + ("the slow agent revises the decomposition." if outer_left else "as fail.")))
+    else:
+        rules.append("revise: " + ("the slow agent revises the decomposition with your feedback (the fast "
+                                   "agent's own repairs are spent)." if outer_left else "as fail."))
+    rules.append("move: " + ("the slow agent moves the sub-action to the kind you name." if outer_left
+                             else "no outer iteration is left: as fail."))
+    rules.append(f"fail: the best attempt so far (the highest success_rate; the earlier on a tie) is kept and the "
+                 f"run goes on to the next subtask when it reaches the skill threshold {settings.skill_threshold:.0%}; "
+                 f"below it the planner re-plans.")
+    return "\n".join(f"- {r}" for r in rules)
 
 
 def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal["fast", "leave"]]:
@@ -85,13 +110,16 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
         "inner_iter": inner, "max_inner_iters": max_inner, "outer_iter": outer, "max_outer_iters": max_outer,
         "loops": {"revisions": f"{inner} of {max_inner}", "outer": f"{outer} of {max_outer}"},
         "budget_left": budget_left(current), "min_train_steps": MIN_TRAIN_STEPS,
+        "pass_rule": pass_rule_text(settings.code_test_episodes, settings.target_success),
+        "meets_target": meets_target(result, settings.target_success),
+        "verdict_rules": verdict_rules(settings, inner, outer, judged["kind"]),
     }
     try:
         critique: Critique = model.structured("critic", messages_for("critic", context), Critique, context)
     except ModelOutputError as exc:  # the graph decides from the numbers alone
         rate = judged_rate(result)
         critique = Critique(sub_action=judged["name"], success_rate=min(max(rate, 0.0), 1.0),
-                            verdict="pass" if rate >= settings.target_success else "fail",
+                            verdict="pass" if meets_target(result, settings.target_success) else "fail",
                             feedback=f"(no valid critique from the model: {exc.last_error[:300]})")
     c = critique.model_dump()
     if c["verdict"] == "pass" and judged_rate(result) < settings.skill_threshold:
@@ -99,21 +127,13 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
         c.update(verdict="revise", move_to=None, feedback=(
             f"[graph] 'pass' refused: the measured rate {judged_rate(result):.0%} is below the skill threshold "
             f"{settings.skill_threshold:.0%}. {c['feedback']}")[:600])
-    code_spent = judged["kind"] == "code" and (inner >= max_inner or bool(fast_error))
-    forced = c["verdict"] != "pass" and code_spent and outer + 1 < max_outer
-    if forced:
-        # the code's revisions ran out: the sub-action moves to RL, whatever the model said
-        c.update(verdict="move", move_to="rl", feedback=(
-            f"[graph] code revisions ran out ({inner} of {max_inner}"
-            f"{'; ' + fast_error if fast_error else ''}): moving '{judged['name']}' to rl. {c['feedback']}")[:600])
     update.update({
         "critiques": [{**c, "subtask": subtask, "kind": judged["kind"], "outer_iter": outer, "inner_iter": inner}],
         "events": [measure_event(result, c["verdict"])]})
     if c["verdict"] == "move":
         update["events"].append({"type": "move", "subtask": subtask, "sub_action": judged["name"],
                                  "from": judged["kind"], "to": c["move_to"], "success_rate": result["success_rate"],
-                                 "episodes": result.get("episodes"), "feedback": c["feedback"],
-                                 "forced": forced})
+                                 "episodes": result.get("episodes"), "feedback": c["feedback"]})
 
     def finish(attempt: dict, target: str, **extra: Any) -> Command:
         more = extra.pop("more_events", [])
@@ -127,8 +147,9 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
             "decomposition": None, "feedback": None, "forced_rl": None, "inner_iter": 0, "outer_iter": 0,
             "events": update["events"] + done + more})
 
-    if c["verdict"] == "pass":
-        return finish(result, "subtask")
+    if c["verdict"] == "pass":  # the best attempt is what is kept: an earlier one may have measured higher
+        kept = best[subtask] if best[subtask]["success_rate"] > result["success_rate"] else result
+        return finish(kept, "subtask")
     stop = limit_reached(current, settings, model)
     if stop:
         return finish(best[subtask], "executor", stop_reason=stop, more_events=[{"type": "stop", "reason": stop}])
@@ -138,7 +159,7 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
             "total_inner_iters": int(state.get("total_inner_iters", 0)) + 1})
     if c["verdict"] in ("move", "revise") and outer + 1 < max_outer:
         return exit_to("slow", {
-            **update, "feedback": c, "forced_rl": judged["name"] if forced else None, "inner_iter": 0,
+            **update, "feedback": c, "forced_rl": None, "inner_iter": 0,
             "outer_iter": outer + 1,
             "total_outer_iters": int(state.get("total_outer_iters", 0)) + 1})
     chosen = best[subtask]

@@ -28,8 +28,8 @@ from langgraph.runtime import Runtime
 from envs.score import achievement_rates, bootstrap_score, crafter_score
 from envs.seeds import eval_seeds
 from envs.tasks import TASKS
-from nodes.attempts import split_functions
 from nodes.context import RunContext, context_of
+from nodes.library import CHAIN_HELPERS, Pool, definitions, pool_of
 from nodes.skills import Skill
 from nodes.skills_io import skill_from_best
 from nodes.state import RLGPTState
@@ -47,7 +47,7 @@ class _ChainStep:
     """One skill, loaded once and run in many episodes."""
 
     def __init__(self, subtask: str, skill: Skill, seed: int, earlier: list[str] | None = None,
-                 pool: dict[str, str] | None = None, later: list[str] | None = None, place: str = ""):
+                 pool: Pool | None = None, later: list[str] | None = None, place: str = ""):
         self.subtask = subtask
         self.place = place  # "i/n": where the skill sits in the chain, for video captions
         self.achievement = TASKS[subtask].achievement or subtask
@@ -55,16 +55,19 @@ class _ChainStep:
         self.step_limit = TASKS[subtask].max_steps
         self.kind = skill.kind
         if self.kind == "code":
-            source = "\n\n".join(skill.sources)
+            pool = pool if pool is not None else pool_of([(subtask, skill.to_state())])
             entry = skill.entry
-            if pool and entry and entry != "main" and entry in pool:
+            # the skill's own definitions with what they use from the pool (the code tests' rule)
+            source = pool.program([n for src in skill.sources for n in definitions(src)])
+            if entry and entry != "main" and entry in pool:
                 # Play the entry as the code tests did: through the chain driver, with the earlier
                 # skills' actions at hand to gather what it lacks (a table needs more wood than the
                 # wood skill left behind), and the later subtasks named so that a station goes next
                 # to the stations they need (the furnace beside the table for the iron pickaxe).
                 steps = [name for name in (earlier or []) if name in pool] + [entry]
                 entry = f"play_{subtask}"
-                source = chain_as_action(pool, steps, TASKS[subtask].max_steps, entry, after=later or ())
+                source = chain_as_action(pool.parts([*steps, *CHAIN_HELPERS]), steps, TASKS[subtask].max_steps,
+                                         entry, after=later or ())
             self.source = source
             try:
                 self.code = AgentCode([source])  # one sandbox process plays this skill in every episode
@@ -109,20 +112,17 @@ class _ChainStep:
 
 def _load_chain(plan: list[dict], skills: Mapping[str, SkillLike], seed: int,
                 score: bool = False) -> list[_ChainStep]:
-    """The skills in plan order; each coded one sees every coded action the skills up to it define.
+    """The skills in plan order; each coded one sees every definition the skills up to it made, by the
+    pool rule its code tests used (nodes.library.pool_of: a later definition replaces an earlier one).
     In a score plan a coded skill replays only its own prerequisites before it: the plan's other
     achievements are not needed for it, and one that failed would hold it up."""
-    pool: dict[str, str] = {}
     chain = []
     names = [sub["name"] for sub in plan]
     for i, sub in enumerate(plan):
         skill = Skill.model_validate(skills[sub["name"]])
-        for src in skill.sources:
-            for name, fn_source in split_functions(src).items():
-                if name != "main":
-                    pool.setdefault(name, fn_source)
+        pool = pool_of((s["name"], Skill.model_validate(skills[s["name"]]).to_state()) for s in plan[:i + 1])
         earlier = [n for n in names[:i] if n in TASKS[sub["name"]].prerequisites] if score else names[:i]
-        chain.append(_ChainStep(sub["name"], skill, seed, earlier=earlier, pool=dict(pool),
+        chain.append(_ChainStep(sub["name"], skill, seed, earlier=earlier, pool=pool,
                                 later=names[i + 1:], place=f"{i + 1}/{len(plan)}"))
     return chain
 

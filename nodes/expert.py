@@ -184,9 +184,9 @@ class ExpertModel:
         rate = judged_rate(result)
         inner_left = int(c["inner_iter"]) < int(c["max_inner_iters"])
         base = dict(sub_action=name, success_rate=rate)
-        if rate >= target:
+        if c.get("meets_target", rate >= target):  # the pass rule the prompt states, in counts of seeds
             return Critique(**base, verdict="pass", feedback=(
-                f"success {rate:.0%} reaches the target {target:.0%}{_start_note(result)}"))
+                f"success {rate:.0%} meets the target {target:.0%} by the pass rule{_start_note(result)}"))
         if kind == "code":
             return self._critique_code(c, result, base, inner_left, target)
         return self._critique_rl(c, result, base, inner_left, target)

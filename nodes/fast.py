@@ -34,25 +34,29 @@ from nodes.attempts import (
     CODE_TOOL,
     CONFIGURE_TOOL,
     TRAIN_TOOL,
-    judged_rate,
+    last_tool_calls,
     last_tool_round,
+    meets_target,
+    pass_rule_text,
     report_of,
-    split_functions,
 )
 from nodes.context import RunContext, context_of
 from nodes.exits import exit_to
 from nodes.limits import MIN_TRAIN_STEPS, budget_left, fit_calls_to_budget, limit_reached
 from nodes.models import ModelOutputError
-from nodes.rounds import judged_sub_action, measure_event, record_round, round_id
+from nodes.rounds import judged_sub_action, measure_event, record_round, round_id, written_code
 from nodes.schemas import TrainPolicy, configure_rl_answer, write_code_answer
 from nodes.settings import RunSettings
-from nodes.skills_io import prior_sources
+from nodes.skills_io import prerequisite_achievements, prior_sources, solved_pool
 from nodes.state import AttemptState, current_decomposition, log_lengths, with_update
 from prompts.fewshot import examples_for
 from prompts.templates import messages_for
+from sandbox.lint import MAX_SOURCE_CHARS
 
 MAX_TOOL_ROUNDS = 6  # non-measuring tool rounds (configure_rl, plugin tools) per attempt
 REPORT_CHARS = 2500   # the test report the fast agent and the critic read
+TESTED_REPORT_CHARS = 700  # a head entry's test report, shown with the training's configuration
+HEAD_BUILTINS = ("explore",)  # the built-in a policy may always call (listed in the library as built-in)
 GRAPH_PPO_WORKERS = 2  # worker processes of a graph training ('actors'): fixed, so runs replay on any machine
 
 
@@ -84,41 +88,26 @@ def test_max_steps(settings: RunSettings, subtask: str) -> int:
     return int(settings.test_max_steps or TASKS[subtask].max_steps)
 
 
-def current_versions(state: Mapping[str, Any], subtask: str) -> dict[str, str]:
-    """Sub-action name -> its latest code in this subtask."""
-    versions: dict[str, str] = {}
-    for v in state.get("code_versions", []):
-        if v["subtask"] == subtask:
-            versions[v["sub_action"]] = v["source"]
-    return versions
-
-
 class Library:
-    """The coded actions the current sub-action may use: earlier skills it depends on, then this
-    decomposition's code."""
+    """The coded actions the current sub-action may use: every skill solved so far (nodes.library.pool_of),
+    then this decomposition's code; the earlier skills it depends on are the prefix a code test replays."""
 
     def __init__(self, state: dict, settings: RunSettings):
         self.subtask = state["plan"][state["subtask_index"]]["name"]
         self.prior = prior_sources(state)
-        self.pool: dict[str, str] = {}
-        self.origin: dict[str, dict] = {}
-        for p in self.prior:
-            for name, source in library.functions_of(p["sources"]).items():
-                if name != "main":
-                    self.pool[name] = source
-                    self.origin[name] = {"subtask": p["subtask"], "kind": "code"}
-        self.versions = current_versions(state, self.subtask)
+        self.pool = solved_pool(state)
+        self.versions = written_code(state, self.subtask)
         for sub in state["decomposition"]["sub_actions"]:
             if sub["kind"] == "code" and sub["name"] in self.versions:
-                for name, source in split_functions(self.versions[sub["name"]]).items():
-                    self.pool[name] = source
-                    self.origin[name] = {"subtask": self.subtask, "kind": "code", "this_subtask": True}
+                self.pool.add(self.versions[sub["name"]], subtask=self.subtask, kind="code", this_subtask=True)
         # a skill whose entry is not among its functions (its code never defined it) cannot be replayed
         self.prefix = [p["main"] for p in self.prior if p.get("main") in self.pool]
         self.max_steps = test_max_steps(settings, self.subtask)
 
-    def with_code(self, code: str) -> dict[str, str]:
-        return {**self.pool, **split_functions(code)}
+    def with_code(self, code: str) -> library.Pool:
+        pool = self.pool.copy()
+        pool.add(code, subtask=self.subtask, kind="code", this_subtask=True)
+        return pool
 
     def reach_name(self) -> str | None:
         """The coded action that plays the solved prefix, offered to a policy's action head."""
@@ -128,6 +117,7 @@ class Library:
         """Names a learned sub-action may put in its action head."""
         coded = [a["name"] for a in decomposition["sub_actions"] if a["kind"] == "code" and a["name"] in self.pool]
         names = coded + [n for n in self.prefix if n in self.pool and n not in coded]
+        names += [n for n in HEAD_BUILTINS if n in self.pool and n not in names]
         reach = self.reach_name()
         return names + ([reach] if reach else [])
 
@@ -154,8 +144,15 @@ def report_text(state: Mapping[str, Any]) -> str:
     result, nodes.rounds.record_round)."""
     from tools.run_code import summarise_reports_for_agent  # heavy (the sandbox): only with a code round
 
-    reports: list[Any] = [report_of(m) for m in last_tool_round(state.get("messages") or []) if m.name == CODE_TOOL]
-    return summarise_reports_for_agent(reports, max_chars=REPORT_CHARS) if reports else ""
+    messages = state.get("messages") or []
+    reports: list[Any] = [report_of(m) for m in last_tool_round(messages) if m.name == CODE_TOOL]
+    if not reports:
+        return ""
+    text = summarise_reports_for_agent(reports, max_chars=REPORT_CHARS,
+                                       prerequisites=prerequisite_achievements(state))
+    program = next((c["args"].get("code", "") for c in last_tool_calls(messages) if c["name"] == CODE_TOOL), "")
+    own = (state.get("last_attempt") or {}).get("code") or ""
+    return library.relocate_lines(text, program, own) if program else text
 
 
 def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: Library, mode: str, sub_action: dict,
@@ -168,13 +165,14 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: Library, 
     context: dict[str, Any] = {
         "subtask": subtask, "task_description": TASKS[subtask].description, "mode": mode,
         "sub_action": sub_action, "decomposition": decomposition,
-        "library": library.listing(lib.pool, lib.origin),
+        "library": library.listing(lib.pool, lib.reach_name(), lib.prefix),
         "examples": examples_for(sub_action.get("template")),
         "last_attempt": state.get("last_attempt"), "feedback": (state.get("feedback") or {}).get("feedback"),
         "limits": {"test_seeds": n_seeds, "max_steps_per_test": lib.max_steps, "budget_left": left,
-                   "revision": int(state.get("inner_iter", 0)), "max_revisions": settings.max_inner_iters},
+                   "revision": int(state.get("inner_iter", 0)), "max_revisions": settings.max_inner_iters,
+                   "pass_rule": pass_rule_text(n_seeds, settings.target_success)},
         # for the expert (not rendered): the library's sources and the skills' entries
-        "sources": dict(lib.pool), "prefix": list(lib.prefix),
+        "sources": dict(lib.pool.sources), "prefix": list(lib.prefix),
     }
     if mode == "rl":
         subtasks_left = max(1, len(state["plan"]) - state["subtask_index"])
@@ -186,6 +184,15 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: Library, 
                          "min_train_steps": MIN_TRAIN_STEPS, "max_train_steps": max(MIN_TRAIN_STEPS, left),
                          "subtasks_left": subtasks_left, "previous_train_steps": previous,
                          "revise": bool(state.get("feedback") and state["feedback"].get("verdict") == "revise")}
+        tested = [f"{t['sub_action']}: {t.get('successes')} of {t.get('episodes')} test episodes succeeded\n"
+                  f"{t['report']}" for t in state.get("code_tested") or []]
+        if tested:
+            context["rl"]["coded_actions_tested_before_training"] = "\n".join(tested)
+        left_out = [a["name"] for a in decomposition["sub_actions"]
+                    if a["kind"] == "code" and a["name"] not in lib.pool]
+        if left_out:  # said, not silent: the head is built without them
+            context["rl"]["left_out_of_the_head"] = (
+                f"{', '.join(left_out)}: no code of it loaded (its answers could not be used or did not load)")
         for message in round_:
             if message.name == CONFIGURE_TOOL:
                 report = report_of(message)
@@ -212,13 +219,27 @@ def fast(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal["
 
     if any(m.name == TRAIN_TOOL for m in round_):  # a training measures the attempt: the critic judges it
         return Command(goto="critic", update=update)
-    if any(m.name == CODE_TOOL for m in round_):  # back from a code test: repair it, or the critic judges it
+    if any(m.name == CODE_TOOL for m in round_) and learned:
+        # a coded building block of the policy's head was tested before training: its report goes with the
+        # training's configuration (the critic judges the training, which plays it)
+        measured = current.get("last_result") or {}
+        tested = (state.get("last_attempt") or {}).get("sub_action")
+        update["code_tested"] = [*(state.get("code_tested") or []), {
+            "sub_action": tested, "report": report_text(current)[:TESTED_REPORT_CHARS],
+            "successes": measured.get("successes"), "episodes": measured.get("episodes")}]
+        loaded = tested in Library(with_update(state, update), settings).pool
+        # a broken one comes back for one repair with its report; a working one is done
+        update["last_attempt"] = None if loaded else {
+            **(state.get("last_attempt") or {}), "report": report_text(current)}
+        update["events"] = [measure_event(measured, "tested before training")]
+        current = with_update(state, update)
+    elif any(m.name == CODE_TOOL for m in round_):  # back from a code test: repair it, or the critic judges it
         measured = current.get("last_result") or {}
         update["last_attempt"] = {
             **(state.get("last_attempt") or {}), "report": report_text(current),
             "result": {k: measured.get(k) for k in ("success_rate", "success_given_start", "outcomes", "per_seed")}}
         current = with_update(state, update)
-        passed = bool(measured) and judged_rate(measured) >= settings.target_success
+        passed = bool(measured) and meets_target(measured, settings.target_success)
         if passed or int(current.get("inner_iter", 0)) >= settings.max_inner_iters:
             return Command(goto="critic", update=update)
         update["events"] = [measure_event(measured, "repair")]
@@ -321,25 +342,38 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
     version = [{"subtask": subtask, "sub_action": target["name"], "version": n, "source": code}]
     learned = any(a["kind"] == "rl" for a in state["decomposition"]["sub_actions"])
     is_last_code = not learned and len(pending) <= 1
-    defined = target["name"] in split_functions(code)
+    defined = target["name"] in library.function_names(code)
     if not is_last_code:  # a building block: loaded in the sandbox, tested through the action that uses it
         if defined and _load_problem(lib.with_code(code)) is None:
-            return Command(goto="fast", update={**update, "code_versions": version, "last_attempt": None})
-        if learned:  # the policy trains without this action
+            if not learned:
+                return Command(goto="fast", update={**update, "code_versions": version, "last_attempt": None})
+            # an entry of a policy's action head: tested on its own before the training, so that the
+            # training does not learn around a broken action unseen (below, as the last code would be)
+        elif learned and target["name"] in {t.get("sub_action") for t in state.get("code_tested") or []}:
+            # tested once already and still broken: the policy trains without this action (its prompt says so)
             return Command(goto="fast", update={**update, "skipped_code": [*skipped_of(state), target["name"]]})
-        defined = False  # broken: a one-seed test below brings back the sandbox's own error, to repair from
+        else:
+            defined = False  # broken: a one-seed test below brings back the sandbox's own error, to repair from
     if last.get("sub_action") == target["name"] and last.get("code") == code and last.get("max_steps") == max_steps:
         # testing the same code on the same seeds again would only spend the budget: the critic judges it
         return to_critic(update, "the fast agent resubmitted unchanged code")
     revision = int(state.get("inner_iter", 0)) + (1 if last.get("report") is not None and last else 0)
     seeds = code_test_seeds(settings, state)
+    pool = lib.with_code(code)
     if defined:
-        pool = lib.with_code(code)
         actions = [a["name"] for a in state["decomposition"]["sub_actions"]
                    if a["kind"] == "code" and a.get("template") != "explore" and a["name"] in pool]
         program, action = library.test_program(pool, lib.prefix, actions or [target["name"]], max_steps)
     else:  # the sandbox says what is wrong with it (a syntax error, a missing function); one seed tells
         program, action, seeds = library.with_library(lib.pool, code), target["name"], seeds[:1]
+    too_big = library.size_problem(pool if defined else lib.pool, program, [target["name"]], MAX_SOURCE_CHARS)
+    if too_big:  # refused before any step is spent, with what is large: the model answers again
+        update = {**update, "code_versions": version, "inner_iter": revision,
+                  "last_attempt": {"sub_action": target["name"], "code": code, "max_steps": max_steps,
+                                   "report": too_big}}
+        if revision >= settings.max_inner_iters:
+            return to_critic(update, too_big)
+        return Command(goto="fast", update=update)
     base = {"code": program, "task": subtask, "max_steps": max_steps, **({"action": action} if action else {})}
     calls = [_call(CODE_TOOL, {**base, "seed": int(seed)}) for seed in seeds]
     repaired = revision - int(state.get("inner_iter", 0))
@@ -361,11 +395,11 @@ def skipped_of(state: Mapping[str, Any]) -> list[str]:
     return list(state.get("skipped_code") or [])
 
 
-def _load_problem(pool: dict[str, str]) -> str | None:
+def _load_problem(pool: library.Pool) -> str | None:
     """Why these functions do not load in the sandbox, or None."""
     from sandbox import AgentCode, CodeRejected, SandboxUnavailable, UnsafeCodeError, check_source
 
-    source = "\n\n".join(s.rstrip() for s in pool.values()) + "\n"
+    source = pool.program(pool.sources)
     try:
         check_source(source)
         with AgentCode([source]):
@@ -380,4 +414,5 @@ def _load_problem(pool: dict[str, str]) -> str | None:
 
 def start_attempt_update() -> dict:
     """What a fresh attempt (after the slow agent or a critic's 'revise') starts from."""
-    return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES)], "last_attempt": None, "fast_error": None}
+    return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES)], "last_attempt": None, "fast_error": None,
+            "code_tested": []}

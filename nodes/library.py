@@ -1,122 +1,333 @@
-"""The coded-action library of a run: every function written so far, by name, and what is built from it.
+"""The coded-action library of a run: every definition written so far, by name, and what is built from it.
 
-The fast agent writes one coded action per call and sees the library by name and signature, never
-its sources (`listing`). This module turns the library into what runs: the program a code test
-plays (the solved prefix of the plan, then the new action: `test_program`) and the self-contained
-sources of a policy's action head (`action_head_sources`). Composing skills is library code, not
-the model's job.
+A program the model (or the expert) writes is stored as its top-level definitions, each once: a
+function by its name, an import or a constant by the name it binds (`definitions`). Composed
+programs are never stored: a code test, an action-head entry or a held-out chain is assembled at
+load time from one `Pool`, by name, with the definitions the roots need and nothing else, so its
+size grows with what was written, never with how often it was composed. The code tests, the
+executor and PPO's action head build that pool the same way (`pool_of`): skills in plan order, then
+the current subtask's code, and a later definition of a name replaces an earlier one.
+
+The fast agent sees the pool by name and signature, never its sources (`listing`).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from nodes.attempts import split_functions
-from prompts.fewshot import chain_as_action, chain_source
+from prompts.fewshot import BUILTIN_ACTIONS, builtin_source, chain_as_action, chain_source
+from sandbox.lint import coded_action_names, parse
 
 # What a chain's `main` calls besides its steps (prompts.fewshot.chain_source adds them when missing).
 CHAIN_HELPERS = ("explore", "stay_alive", "collect_drink", "collect_food")
 
 
-def functions_of(sources: Iterable[str]) -> dict[str, str]:
-    """name -> source of every top-level function in `sources`; a later definition wins."""
-    pool: dict[str, str] = {}
-    for source in sources:
-        pool.update(split_functions(source))
+class _Scope(ast.NodeVisitor):
+    """Names a top-level statement binds in the module's namespace (not inside nested scopes)."""
+
+    def __init__(self) -> None:
+        self.bound: list[str] = []
+
+    def _add(self, name: str) -> None:
+        if name not in self.bound:
+            self.bound.append(name)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if isinstance(node.ctx, ast.Store | ast.Del):
+            self._add(node.id)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        self._add(node.name)  # the body is its own scope
+
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self._add(node.name)
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        return
+
+    def _comprehension(self, node: ast.AST) -> None:
+        return  # comprehension variables are local to it
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension  # type: ignore[assignment]
+
+    def visit_alias(self, node: ast.alias) -> None:
+        self._add((node.asname or node.name).split(".")[0])
+
+    def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
+        self._add(node.target.id)
+        self.visit(node.value)
+
+
+def _bound_names(node: ast.stmt) -> list[str]:
+    scope = _Scope()
+    scope.visit(node)
+    return scope.bound
+
+
+def bound_names(source: str) -> list[str]:
+    """Every name a definition's source binds at the top level."""
+    try:
+        tree = parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    return [name for node in tree.body for name in _bound_names(node)]
+
+
+def _source_of(lines: list[str], node: ast.stmt) -> str:
+    start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]) - 1
+    return "\n".join(lines[start:node.end_lineno])
+
+
+def definitions(program: str) -> dict[str, str]:
+    """The top-level definitions of a program, name -> source, in program order.
+
+    A function or class is keyed by its name (a later one of the same name replaces it, as in Python).
+    An import is split into one statement per name it binds. Any other statement is keyed by the first
+    name it binds; statements of one program keyed alike stay together in order (`X = 0` then
+    `X += 1`). A statement that binds no name (a docstring, a bare call) defines nothing and is left
+    out. A program that does not parse defines nothing."""
+    try:
+        tree = parse(program)
+    except (SyntaxError, ValueError):
+        return {}
+    lines = program.splitlines()
+    out: dict[str, str] = {}
+    statements: set[str] = set()  # keys of plain statements (not a def, a class or an import)
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            key, text = node.name, _source_of(lines, node)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            for alias in node.names:
+                one = ast.Import(names=[alias]) if isinstance(node, ast.Import) else ast.ImportFrom(
+                    module=node.module, names=[alias], level=node.level)
+                name = (alias.asname or alias.name).split(".")[0]
+                out.pop(name, None)
+                statements.discard(name)
+                out[name] = ast.unparse(one)
+            continue
+        else:
+            bound = _bound_names(node)
+            if not bound:
+                continue
+            key, text = bound[0], _source_of(lines, node)
+            if key in statements:
+                out[key] = f"{out[key]}\n{text}"
+                continue
+            statements.add(key)
+            out.pop(key, None)
+            out[key] = text
+            continue
+        statements.discard(key)
+        out.pop(key, None)  # redefined: the later one, in its own place
+        out[key] = text
+    return {name: source + "\n" for name, source in out.items()}
+
+
+def function_names(program: str) -> list[str]:
+    """The names of a program's top-level functions (none for a program that does not parse)."""
+    try:
+        tree = parse(program)
+    except (SyntaxError, ValueError):
+        return []
+    return [n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+
+
+def _is_function(source: str) -> bool:
+    try:
+        tree = parse(source)
+    except (SyntaxError, ValueError):
+        return False
+    return bool(tree.body) and isinstance(tree.body[0], ast.FunctionDef | ast.AsyncFunctionDef)
+
+
+def _is_import(source: str) -> bool:
+    return source.lstrip().startswith(("import ", "from "))
+
+
+def references(source: str) -> set[str]:
+    """Every name a piece of code reads (candidates for the pool's definitions it needs)."""
+    try:
+        tree = parse(source)
+    except (SyntaxError, ValueError):
+        return set()
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+
+
+class Pool:
+    """The one pool of definitions a run's programs are assembled from: name -> source, with where each
+    came from. `add` a program: each of its definitions replaces the pool's of the same name."""
+
+    def __init__(self) -> None:
+        self.sources: dict[str, str] = {}
+        self.origin: dict[str, dict[str, Any]] = {}
+        self.binds: dict[str, str] = {}  # every name the definitions bind -> its definition's key
+
+    def add(self, program: str, **origin: Any) -> list[str]:
+        """Add a program's definitions (a later definition of a name replaces the earlier, in its place);
+        the names it defined."""
+        defined = definitions(program)
+        for name, source in defined.items():
+            self.sources[name] = source
+            self.origin[name] = dict(origin)
+            for bound in bound_names(source):
+                self.binds[bound] = name
+            self.binds[name] = name
+        return list(defined)
+
+    def copy(self) -> Pool:
+        other = Pool()
+        other.sources, other.origin = dict(self.sources), {k: dict(v) for k, v in self.origin.items()}
+        other.binds = dict(self.binds)
+        return other
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.sources
+
+    def functions(self) -> list[str]:
+        """Names of the pool's functions (what can be called as a coded action), in pool order."""
+        return [n for n, s in self.sources.items() if _is_function(s)]
+
+    def closure(self, roots: Iterable[str]) -> list[str]:
+        """`roots` and every definition they use, directly or not, in pool order."""
+        seen: set[str] = set()
+        todo = [self.binds.get(r, r) for r in roots if r in self.sources or r in self.binds]
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            used = {self.binds[n] for n in references(self.sources[name]) if n in self.binds}
+            todo += sorted(used - seen)
+        return [n for n in self.sources if n in seen]
+
+    def parts(self, roots: Iterable[str]) -> dict[str, str]:
+        """name -> source of what `roots` need, imports first, each definition once."""
+        needed = self.closure(roots)
+        ordered = [n for n in needed if _is_import(self.sources[n])] + [
+            n for n in needed if not _is_import(self.sources[n])]
+        return {n: self.sources[n] for n in ordered}
+
+    def program(self, roots: Iterable[str]) -> str:
+        """One program holding `roots` and what they need."""
+        return "\n\n".join(s.rstrip() for s in self.parts(roots).values()) + "\n"
+
+    def largest(self, names: Iterable[str], n: int = 5) -> list[tuple[str, int, str]]:
+        """(name, characters, where it came from) of the largest of `names`."""
+        sized = sorted(((name, len(self.sources[name])) for name in names if name in self.sources),
+                       key=lambda x: -x[1])[:n]
+        return [(name, size, str(self.origin.get(name, {}).get("subtask") or "?")) for name, size in sized]
+
+
+def builtin_pool() -> Pool:
+    """A pool of the built-in actions (prompts.fewshot.BUILTIN_ACTIONS), which any definition of the same
+    name replaces: they are listed, callable and offered to an action head like written code."""
+    pool = Pool()
+    for name in BUILTIN_ACTIONS:
+        pool.add(builtin_source(name), kind="built-in")
+    return pool
+
+
+def pool_from(programs: Iterable[str], **origin: Any) -> Pool:
+    """A pool of these programs' definitions, in order (a later definition replaces an earlier one)."""
+    pool = Pool()
+    for program in programs:
+        pool.add(program, **origin)
+    return pool
+
+
+def pool_of(skills_in_order: Iterable[tuple[str, Mapping[str, Any]]]) -> Pool:
+    """The built-in actions, then every coded definition of these skills (subtask, Skill dump) in plan
+    order: the one rule the code tests, the executor and the action head share. A learned skill's coded actions are
+    self-contained entries of its head: they are added too (a later subtask may call them by name)."""
+    pool = builtin_pool()
+    for subtask, skill in skills_in_order:
+        for source in skill.get("sources") or []:
+            pool.add(source, subtask=subtask, kind=skill.get("kind", "code"))
     return pool
 
 
 def signature_of(name: str, source: str) -> tuple[str, str]:
     """(`name(game, ...)`, first docstring line) of the function `name` in `source`."""
     try:
-        tree = ast.parse(source)
-    except SyntaxError:
+        tree = parse(source)
+    except (SyntaxError, ValueError):
         return f"{name}(game)", ""
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == name:
             args = ", ".join(a.arg for a in node.args.args)
-            doc = (ast.get_docstring(node) or "").strip().splitlines()
-            return f"{name}({args})", doc[0] if doc else ""
+            first = (ast.get_docstring(node) or "").strip().split("\n\n")[0]  # its first paragraph, whole
+            return f"{name}({args})", " ".join(first.split())
     return f"{name}(game)", ""
 
 
-def listing(pool: Mapping[str, str], origin: Mapping[str, dict] | None = None) -> list[dict[str, Any]]:
-    """What the fast agent's prompt shows of the library: name, signature, one-line doc, where it came from."""
+def listing(pool: Pool, reach: str | None = None, prefix: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """What the fast agent's prompt shows of the library, the same way every call: every callable function
+    of the pool with where it came from, then the built-in actions no function of the pool replaces, then
+    `reach` (the action that plays the solved prefix, offered to an action head)."""
     out = []
-    for name, source in pool.items():
+    for name in pool.functions():
         if name == "main":
             continue
-        signature, doc = signature_of(name, source)
-        out.append({"name": name, "signature": signature, "doc": doc, **dict((origin or {}).get(name, {}))})
+        signature, doc = signature_of(name, pool.sources[name])
+        origin = dict(pool.origin.get(name, {}))
+        helper = name not in coded_action_names(pool.sources[name])  # a plain function, not a coded action
+        out.append({"name": name, "signature": signature, "doc": doc, **origin, **({"helper": True} if helper else {})})
+    for name in BUILTIN_ACTIONS:
+        if name not in pool:
+            signature, doc = signature_of(name, builtin_source(name))
+            out.append({"name": name, "signature": signature, "doc": doc, "kind": "built-in"})
+    if reach:
+        out.append({"name": reach, "signature": f"{reach}(game)", "kind": "built-in",
+                    "doc": f"plays the solved prefix ({' -> '.join(prefix)}) as one action, for an action head"})
     return out
 
 
-def _references(source: str, names: Iterable[str]) -> set[str]:
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return set()
-    wanted = set(names)
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id in wanted}
-
-
-def closure(pool: Mapping[str, str], roots: Iterable[str]) -> list[str]:
-    """`roots` and every library function they call, directly or not, in library order."""
-    seen: set[str] = set()
-    todo = [r for r in roots if r in pool]
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        todo += sorted(_references(pool[name], pool) - seen)
-    return [name for name in pool if name in seen]
-
-
-def test_program(pool: Mapping[str, str], prefix: Sequence[str], actions: Sequence[str],
+def test_program(pool: Pool, prefix: Sequence[str], actions: Sequence[str],
                  max_steps: int) -> tuple[str, str | None]:
     """(code, action) of a code test: the prefix skills then `actions`, each retried until its achievement
     (prompts.fewshot.chain_source), or the single action itself when there is nothing before it, so that
     its precondition is checked and reported."""
     order = [*prefix, *actions]
     if len(order) == 1:
-        needed = closure(pool, order)
-        return "\n\n".join(pool[n].rstrip() for n in needed) + "\n", order[0]
+        return pool.program(order), order[0]
     # only what the chain calls: the rest of the library would only lengthen the program
-    needed = closure(pool, [*order, *CHAIN_HELPERS])
-    return chain_source({n: pool[n] for n in needed}, order, max_steps), None
+    return chain_source(pool.parts([*order, *CHAIN_HELPERS]), order, max_steps), None
 
 
-def with_library(pool: Mapping[str, str], code: str) -> str:
-    """`code` after the library's functions it calls, as one program (the code's own definitions win)."""
-    needed = [n for n in closure(pool, _references(code, pool)) if n not in split_functions(code)]
-    return "\n\n".join([*(pool[n].rstrip() for n in needed), code.rstrip()]) + "\n"
+def with_library(pool: Pool, code: str) -> str:
+    """`code` after the pool's definitions it uses, as one program (the code's own definitions win)."""
+    own = set(definitions(code))
+    needed = [n for n in pool.closure(references(code)) if n not in own]
+    parts = pool.parts(needed)
+    return "\n\n".join([*(parts[n].rstrip() for n in parts if n in needed), code.rstrip()]) + "\n"
 
 
-def prefix_action(pool: Mapping[str, str], prefix: Sequence[str], max_steps: int, name: str,
+def prefix_action(pool: Pool, prefix: Sequence[str], max_steps: int, name: str,
                   after: Sequence[str] = ()) -> str:
     """One coded action that plays the solved prefix of the plan (a policy starts in a fresh world)."""
-    needed = closure(pool, [*prefix, *CHAIN_HELPERS])
-    return chain_as_action({n: pool[n] for n in needed}, list(prefix), max_steps, name, after)
+    return chain_as_action(pool.parts([*prefix, *CHAIN_HELPERS]), list(prefix), max_steps, name, after)
 
 
-def self_contained(pool: Mapping[str, str], name: str) -> str:
-    """The source of coded action `name` with every library function it calls nested inside it, so that it
-    is one entry of a policy's action head (each top-level generator of a source becomes an action)."""
-    needed = closure(pool, [name])
-    if needed == [name]:
-        return pool[name]
-    decorators = _decorator_lines(pool[name], name)
-    inner = "\n\n".join(pool[n].rstrip() for n in needed)
+def self_contained(pool: Pool, name: str) -> str:
+    """The source of coded action `name` with every definition it uses nested inside it, so that it is one
+    entry of a policy's action head (each top-level generator of a source becomes an action)."""
+    parts = pool.parts([name])
+    if list(parts) == [name]:
+        return parts[name]
+    decorators = _decorator_lines(parts[name], name)
+    inner = "\n\n".join(s.rstrip() for s in parts.values())
     body = "\n".join(("    " + line) if line.strip() else "" for line in inner.splitlines())
     return "\n".join([*decorators, f"def {name}(game):", body, f"    yield from {name}(game)", ""])
 
 
 def _decorator_lines(source: str, name: str) -> list[str]:
     """The decorator of `name` (its precondition and step limit), to repeat on the outer function."""
-    tree = ast.parse(source)
+    tree = parse(source)
     lines = source.splitlines()
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == name and node.decorator_list:
@@ -125,6 +336,51 @@ def _decorator_lines(source: str, name: str) -> list[str]:
     return []
 
 
-def action_head_sources(pool: Mapping[str, str], names: Sequence[str]) -> list[str]:
+def action_head_sources(pool: Pool, names: Sequence[str]) -> list[str]:
     """One self-contained source per chosen coded action, for an RL configuration."""
     return [self_contained(pool, n) for n in names]
+
+
+def size_problem(pool: Pool, program: str, roots: Iterable[str], limit: int) -> str | None:
+    """Why a composed program cannot be tested (it exceeds the sandbox's size limit), naming its largest
+    definitions and what to do; None when it fits."""
+    if len(program) <= limit:
+        return None
+    big = ", ".join(f"{name} ({size:,} characters, from {where})" for name, size, where in
+                    pool.largest(pool.closure(roots)))
+    return (f"the program to test would be {len(program):,} characters long (the sandbox's limit is {limit:,}); "
+            f"it is your code plus the library functions it calls. Largest: {big}. Nothing was run and no "
+            f"step was spent: shorten your code, or call fewer or shorter library functions.")
+
+
+_LINE_IN = re.compile(r"\bline (\d+) in ([A-Za-z_][A-Za-z0-9_]*)\b")
+
+
+def _def_lines(program: str) -> dict[str, int]:
+    """Function name -> the line of its `def` in `program`, for top-level and nested functions."""
+    try:
+        tree = parse(program)
+    except (SyntaxError, ValueError):
+        return {}
+    out: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            out.setdefault(node.name, node.lineno)
+    return out
+
+
+def relocate_lines(text: str, program: str, own_code: str) -> str:
+    """Error lines of a composed program ("line 506 in survive") as the model can find them: the line in
+    its own code when the function is its own, else the line within the library function."""
+    in_program, in_own = _def_lines(program), _def_lines(own_code)
+
+    def where(match: re.Match[str]) -> str:
+        line, name = int(match.group(1)), match.group(2)
+        if name not in in_program or line < in_program[name]:
+            return match.group(0)
+        offset = line - in_program[name]
+        if name in in_own:
+            return f"line {in_own[name] + offset} of your code, in {name}"
+        return f"line {offset + 1} of library function {name}"
+
+    return _LINE_IN.sub(where, text)

@@ -21,7 +21,7 @@ from langgraph.types import Command
 
 from envs.tasks import TASKS
 from nodes.context import RunContext, context_of
-from nodes.limits import limit_reached
+from nodes.limits import MIN_TRAIN_STEPS, budget_left, limit_reached
 from nodes.models import ModelOutputError
 from nodes.recipes import all_recipe_facts
 from nodes.schemas import Plan
@@ -66,10 +66,16 @@ def planner(state: RLGPTState, runtime: Runtime[RunContext]) -> Command[Literal[
                    "executor")
     try:
         plan: Plan = model.structured("planner", messages_for("planner", context), Plan, context)
-    except ModelOutputError as exc:  # the run goes on to the report with what it has
-        return _to({**update, "failed": None, "stop_reason": f"no valid plan from the model: {exc.last_error[:300]}",
-                    "events": [{"type": "stop", "reason": "no valid plan"}]}, "executor")
+    except ModelOutputError as exc:  # the task itself, learned; else the report with what the run has
+        fallback = _learn_the_task(state, update, f"no valid plan from the model: {exc.last_error[:300]}")
+        return fallback or _to({**update, "failed": None,
+                                "stop_reason": f"no valid plan from the model: {exc.last_error[:300]}",
+                                "events": [{"type": "stop", "reason": "no valid plan"}]}, "executor")
     subtasks = [s.model_dump() for s in plan.subtasks]
+    if not subtasks:  # a plan that gives up while the budget lasts: the task itself, learned
+        fallback = _learn_the_task(state, update, f"the plan is empty: {plan.reason}")
+        if fallback is not None:
+            return fallback
     if not failed:
         if not subtasks:
             return _to({**update, "stop_reason": f"the plan is empty: {plan.reason}",
@@ -92,6 +98,25 @@ def planner(state: RLGPTState, runtime: Runtime[RunContext]) -> Command[Literal[
         return _to({**base, "plan": kept + subtasks, "skills": skills, "subtask_index": index + 1}, "subtask")
     # a different plan, or a subtask that never succeeded: solve the new plan from here
     return _to({**base, "plan": kept + subtasks}, "subtask")
+
+
+def _learn_the_task(state: Mapping[str, Any], update: dict, why: str) -> Command | None:
+    """The plan when the model's is empty or unusable while the task is unsolved and the budget lasts: the
+    task itself as one subtask, learned (the slow agent's decomposition gets a policy, `forced_rl`), so that
+    a weak model's run still spends its budget on the task. Once per run; None where it does not apply (a
+    score task has no single achievement to learn)."""
+    task = TASKS[state["task"]]
+    if task.is_score or any(e.get("type") == "fallback_plan" for e in state.get("events") or []):
+        return None
+    if budget_left({**state, **update}) < MIN_TRAIN_STEPS:
+        return None
+    kept = state["plan"][:state["subtask_index"]] if state.get("failed") else []
+    subtask = {"name": task.name, "goal": task.description[:200],
+               "success_condition": f"achievement '{task.achievement or task.name}' unlocked"}
+    event = {"type": "fallback_plan", "subtasks": [task.name], "reason": why[:300],
+             "note": "the task itself, learned with RL over the coded actions"}
+    return _to({**update, "failed": None, "plan": kept + [subtask], "plan_reason": f"[graph] {why}"[:300],
+                "subtask_index": len(kept), "forced_rl": task.name, "events": [event]}, "subtask")
 
 
 def _go_on_without(state: Mapping[str, Any], update: dict, failed: Mapping[str, Any], threshold: float) -> Command:

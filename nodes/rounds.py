@@ -12,7 +12,8 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 
-from nodes.attempts import CODE_TOOL, TRAIN_TOOL, last_tool_calls, measure, split_functions, steps_of
+from nodes.attempts import CODE_TOOL, TRAIN_TOOL, last_tool_calls, measure, steps_of
+from nodes.library import function_names
 from nodes.skills_io import prerequisite_achievements
 
 
@@ -34,20 +35,35 @@ def round_id(messages: list) -> str | None:
     return ai.id if ai is not None else None
 
 
-def _artefacts(messages: list, result: dict, judged: dict) -> dict:
-    """The code or configuration behind a measured result, so the skill can be run again."""
+def written_code(state: Mapping[str, Any], subtask: str) -> dict[str, str]:
+    """Sub-action name -> its latest code in this subtask, as the model (or the expert) wrote it."""
+    versions: dict[str, str] = {}
+    for v in state.get("code_versions", []):
+        if v["subtask"] == subtask:
+            versions[v["sub_action"]] = v["source"]
+    return versions
+
+
+def _artefacts(state: Mapping[str, Any], messages: list, result: dict, judged: dict) -> dict:
+    """The code or configuration behind a measured result, so the skill can be run again. A coded skill
+    keeps only what was written for its subtask (the current decomposition's coded sub-actions), never
+    the composed program its test played: that is assembled again from the pool when it runs."""
     calls = last_tool_calls(messages)
+    subtask = state["plan"][state["subtask_index"]]["name"]
+    versions = written_code(state, subtask)
+    sources = [versions[a["name"]] for a in state["decomposition"]["sub_actions"]
+               if a["kind"] == "code" and a["name"] in versions]
     if result["kind"] == "code":
         call = next((c for c in calls if c["name"] == CODE_TOOL), None)
         if call is None:
             return {}
-        functions = split_functions(call["args"].get("code", ""))
-        entry = call["args"].get("action") or (judged["name"] if judged["name"] in functions else "main")
-        return {"sources": [src for name, src in functions.items() if name != "main" or entry == "main"],
-                "entry": entry}
+        defined = {name for source in sources for name in function_names(source)}
+        entry = call["args"].get("action") or (judged["name"] if judged["name"] in defined else None)
+        return {"sources": sources, "entry": entry}
+    # a policy's head entries are composed (self-contained): its configuration keeps them for the policy
     call = next((c for c in calls if c["name"] == TRAIN_TOOL), None)
     config = (call.get("args", {}) if call else {}).get("rl_config") or {}
-    return {"sources": list(config.get("coded_actions", [])), "rl_config": config, "entry": None}
+    return {"sources": sources, "rl_config": config, "entry": None}
 
 
 def record_round(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict | None]:
@@ -68,7 +84,7 @@ def record_round(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict | None]
     subtask = state["plan"][state["subtask_index"]]["name"]
     judged = judged_sub_action(state["decomposition"])
     result.update(subtask=subtask, sub_action=judged["name"], outer_iter=state.get("outer_iter", 0),
-                  inner_iter=state.get("inner_iter", 0), **_artefacts(messages, result, judged))
+                  inner_iter=state.get("inner_iter", 0), **_artefacts(state, messages, result, judged))
     best = dict(state.get("best") or {})
     if subtask not in best or result["success_rate"] > best[subtask]["success_rate"]:
         best[subtask] = result

@@ -52,7 +52,10 @@ class RunSettings(BaseModel):
     max_inner_iters: int = Field(
         3, ge=0, le=50, description="fast-agent revisions per decomposition: repairs of its code from the test "
                                     "report, or longer trainings the critic asks for")
-    max_wall_s: float = Field(900.0, gt=0, le=30 * 24 * 3600, description="wall-clock limit of the run, seconds")
+    max_wall_s: float | None = Field(
+        None, gt=0, le=30 * 24 * 3600,
+        description="wall-clock limit of the run, seconds (default: none; the step budget and the model-call "
+                    "limit bound a run, and a served model's answers may take long)")
     max_model_calls: int = Field(300, ge=1, le=1_000_000, description="model calls the run may make")
     seed: int = Field(0, ge=0, lt=1_000_000, description="training/code-test seed (below the evaluation seeds)")
     eval_episodes: int = Field(50, ge=1, le=10_000, description="held-out episodes per success-rate measurement")

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from envs.tasks import ACHIEVEMENTS, TASKS
-from nodes.attempts import judged_rate, split_functions
+from nodes.attempts import judged_rate
+from nodes.library import Pool, function_names, pool_of
 from nodes.recipes import backward_chain
 from nodes.settings import RunSettings
 from nodes.skills import Skill, SkillLibrary
@@ -88,10 +89,20 @@ def prior_sources(state: Mapping[str, Any]) -> list[dict]:
         skill = Skill.model_validate(record)
         entry = skill.entry
         if skill.kind == "rl":  # the learned skill's own coded action, if it has one named after the subtask
-            names = [name for src in skill.sources for name in split_functions(src)]
+            names = [name for src in skill.sources for name in function_names(src)]
             entry = sub["name"] if sub["name"] in names else None
         out.append({"subtask": sub["name"], "kind": skill.kind, "main": entry, "sources": skill.sources})
     return out
+
+
+def solved_pool(state: Mapping[str, Any]) -> Pool:
+    """The pool of every coded definition of the skills solved before the current subtask, in plan order
+    (nodes.library.pool_of): whatever a skill defined stays callable in every later subtask, whether or
+    not the later one replays it."""
+    plan = state.get("plan", [])
+    skills = state.get("skills") or {}
+    index = state.get("subtask_index", 0)
+    return pool_of((sub["name"], skills[sub["name"]]) for sub in plan[:index] if sub["name"] in skills)
 
 
 def prerequisite_achievements(state: Mapping[str, Any]) -> list[str]:

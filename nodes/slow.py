@@ -37,9 +37,10 @@ def slow_context(state: Mapping[str, Any], settings: RunSettings) -> dict[str, A
 
 
 def enforce_move(decomposition: dict, forced: str | None) -> tuple[dict, bool]:
-    """The decomposition with a learned sub-action when the graph moved `forced` to RL (its code
-    revisions ran out): the model's answer stands if it already learns something, else a policy is
-    appended whose action head holds every coded sub-action (their code is kept). Returns (it, changed)."""
+    """The decomposition with a learned sub-action when the graph chose to learn `forced` (the planner's
+    fallback for a plan that gave up): the model's answer stands if it already learns something, else a
+    policy is appended whose action head holds every coded sub-action (their code is kept). Returns (it,
+    changed)."""
     subs = decomposition["sub_actions"]
     if not forced or any(a["kind"] == "rl" for a in subs):
         return decomposition, False
@@ -55,7 +56,18 @@ def enforce_move(decomposition: dict, forced: str | None) -> tuple[dict, bool]:
 
 
 def _fail(state: RLGPTState, name: str, exc: ModelOutputError) -> Command:
-    """The subtask fails for want of a decomposition: the planner re-plans around it."""
+    """The subtask fails for want of a decomposition: the planner re-plans around it. A subtask the graph
+    chose to learn (the planner's fallback, `forced_rl`) is learned anyway, with exploration at hand."""
+    if state.get("forced_rl") == name:
+        policy = SubAction(name=f"{name}_policy"[:40], kind="rl", coded_actions=["explore"],
+                           reason="[graph] no valid decomposition from the model: the subtask is learned")
+        decomposition = Decomposition.model_validate({"subtask": name, "sub_actions": [policy.model_dump()],
+                                                      "reason": f"[graph] {exc.last_error[:200]}"}).model_dump()
+        decomposition["subtask"] = name
+        return Command(goto="attempt", update={
+            "decomposition": decomposition, "inner_iter": 0, "route": "attempt",
+            "events": [{"type": "decompose", "subtask": name, "outer_iter": state.get("outer_iter", 0),
+                        "sub_actions": [f"{policy.name}:rl"], "reason": decomposition["reason"], "forced_rl": True}]})
     failed = {"subtask": name, "best_rate": float(((state.get("best") or {}).get(name) or {}).get(
         "success_rate", 0.0)), "feedback": f"no valid decomposition: {exc.last_error[:300]}"}
     return Command(goto="planner", update={"failed": failed, "route": "planner",

@@ -83,6 +83,7 @@ class AttemptState(RLGPTState, total=False):
     last_result: dict | None                 # that round's measured result
     exit_to: str | None                      # the outer node the attempt leaves for (nodes.exits)
     skipped_code: list[str]                  # coded sub-actions a policy trains without (never written)
+    code_tested: list[dict]                  # head entries tested before the training: {sub_action, report, ...}
 
 
 def with_update(state: Mapping[str, Any], update: dict) -> dict:

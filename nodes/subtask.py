@@ -30,8 +30,10 @@ def subtask(state: RLGPTState, runtime: Runtime[RunContext]) -> Command[Literal[
         events.append({"type": "reuse", "subtask": name, "kind": record["kind"],
                        "success_rate": record["success_rate"]})
         index += 1
+    # the planner's fallback names the subtask it learns; any other subtask starts without that
+    learn = state.get("forced_rl") if index < len(plan) and state.get("forced_rl") == plan[index]["name"] else None
     update = {"subtask_index": index, "skills": skills, "events": events, "decomposition": None,
-              "feedback": None, "forced_rl": None, "inner_iter": 0, "outer_iter": 0}
+              "feedback": None, "forced_rl": learn, "inner_iter": 0, "outer_iter": 0}
     if index >= len(plan):
         return Command(goto="executor", update={**update, "route": "executor"})
     stop = limit_reached(state, settings, model)

@@ -126,6 +126,26 @@ def _stations_placed_together(steps, after=()) -> dict[str, list[str]]:
 
 _SWORD_AFTER = {"make_wood_pickaxe": "make_wood_sword", "make_stone_pickaxe": "make_stone_sword"}
 
+# The actions the chain driver brings when the library has no function of that name: its `main` calls
+# the first four between steps, and a sword is made after the pickaxe of its material. A function the
+# model writes under one of these names replaces the built-in.
+BUILTIN_ACTIONS = ("explore", "stay_alive", "collect_drink", "collect_food", *_SWORD_AFTER.values())
+
+
+def builtin_source(name: str) -> str:
+    """Source of a built-in action (BUILTIN_ACTIONS)."""
+    if name == "explore":
+        return fill("explore")
+    if name == "stay_alive":
+        return example_sources()["stay_alive"]
+    if name == "collect_drink":
+        return fill("collect", material="water", item="drink")
+    if name == "collect_food":
+        return fill("collect", material="cow", item="food")
+    if name in _SWORD_AFTER.values():
+        return fill("make", item=name.removeprefix("make_"))
+    raise KeyError(f"no built-in action '{name}'; built-ins: {', '.join(BUILTIN_ACTIONS)}")
+
 
 def _with_swords(steps: list[str], sources: dict[str, str]) -> list[str]:
     """Make a sword right after the pickaxe of the same material: zombies chase the player at night,
@@ -135,7 +155,7 @@ def _with_swords(steps: list[str], sources: dict[str, str]) -> list[str]:
         out.append(step)
         sword = _SWORD_AFTER.get(step)
         if sword and sword not in steps:
-            sources.setdefault(sword, fill("make", item=sword.removeprefix("make_")))
+            sources.setdefault(sword, builtin_source(sword))
             out.append(sword)
     return out
 
@@ -175,10 +195,8 @@ def chain_source(sources: dict[str, str], steps: list[str] | tuple[str, ...], ma
 
     sources = dict(sources)
     steps = _with_swords(list(steps), sources)
-    sources.setdefault("explore", fill("explore"))
-    sources.setdefault("collect_drink", fill("collect", material="water", item="drink"))
-    sources.setdefault("collect_food", fill("collect", material="cow", item="food"))
-    sources.setdefault("stay_alive", example_sources()["stay_alive"])
+    for name in ("explore", "collect_drink", "collect_food", "stay_alive"):
+        sources.setdefault(name, builtin_source(name))
     unknown = [s for s in steps if s not in sources and not any(f"def {s}(" in src for src in sources.values())]
     if unknown:
         raise ValueError(f"chain steps {unknown} are not defined in the given sources")

@@ -26,11 +26,13 @@ ROLES = ("planner", "slow", "fast", "critic")
 # Character caps of the long texts, sized so that the fast prompt at depth stays near 20k characters.
 REPORT_CHARS = 2600
 CODE_CHARS = 1800
+CRITIC_CODE_CHARS = 3000  # the critic judges the code: it sees more of it than the fast agent's reminder
 FEEDBACK_CHARS = 600  # what a Critique's feedback holds
 RESULT_CHARS = 1500
 CONFIG_CHARS = 600  # a validated RL configuration: the model only has to see that it passed
-DOC_CHARS = 100
-LIBRARY_LINES = 12  # coded actions listed with signature and doc; the rest by name only
+DOC_CHARS = 140
+LIBRARY_LINES = 12  # coded actions listed with signature and doc; the rest by signature (or name) only
+REST_CHARS = 600
 
 
 class ContextError(ValueError):
@@ -49,7 +51,8 @@ def clip(text: str, limit: int) -> str:
         return text
     head = limit // 3
     tail = limit - head
-    return f"{text[:head]}\n[... {len(text) - limit} characters cut ...]\n{text[-tail:]}"
+    # the rest of a line cut in two goes on the marker's line: agent text cut there cannot start a line
+    return f"{text[:head]}\n[... {len(text) - limit} characters cut ...] {text[-tail:]}"
 
 
 def _compact(value: Any) -> str:
@@ -180,11 +183,16 @@ def _library(entries: list[Mapping[str, Any]]) -> str:
     lines = []
     for e in entries[:LIBRARY_LINES]:
         rate = e.get("success_rate")
-        tag = f"{e.get('kind', 'code')}" + (f", success {rate:.2f}" if isinstance(rate, (int, float)) else "")
+        where = ("built-in" if e.get("kind") == "built-in" else "yours, this subtask" if e.get("this_subtask")
+                 else f"from {e['subtask']}" if e.get("subtask") else str(e.get("kind", "code")))
+        tag = where + (", not a coded action" if e.get("helper") else "") + (
+            f", success {rate:.2f}" if isinstance(rate, (int, float)) else "")
         doc = " ".join(str(e.get("doc") or "").split())
         doc = doc if len(doc) <= DOC_CHARS else doc[:DOC_CHARS - 3] + "..."
         lines.append(f"- {e.get('signature') or e.get('name')} [{tag}]" + (f": {doc}" if doc else ""))
-    rest = [str(e.get("name")) for e in entries[LIBRARY_LINES:]]
+    rest = [str(e.get("signature") or e.get("name")) for e in entries[LIBRARY_LINES:]]
+    if sum(len(r) + 2 for r in rest) > REST_CHARS:  # every name still, without its arguments
+        rest = [str(e.get("name")) for e in entries[LIBRARY_LINES:]]
     if rest:
         lines.append(f"- also loaded: {', '.join(rest)}")
     return "\n".join(lines)
@@ -217,11 +225,17 @@ def _limits(limits: Mapping[str, Any] | None, mode: str) -> str:
     seeds, steps = limits.get("test_seeds"), limits.get("max_steps_per_test")
     lines = []
     if mode == "code" and seeds is not None and steps is not None:
+        cost, left = int(seeds) * int(steps), limits.get("budget_left")
+        spent = min(cost, int(left)) if left is not None else cost
+        capped = f" (capped at the {left} left: each episode gets its share)" if spent < cost else ""
         lines.append(f"One test round plays {seeds} episodes of up to {steps} steps each: it costs up to "
-                     f"{int(seeds) * int(steps)} steps.")
+                     f"{spent} steps{capped}; `max_steps` caps it.")
     if limits.get("budget_left") is not None:
         lines.append(f"Environment steps left in the budget: {limits['budget_left']}.")
-    rest = {k: v for k, v in limits.items() if k not in ("test_seeds", "max_steps_per_test", "budget_left")}
+    if mode == "code" and limits.get("pass_rule"):
+        lines.append(f"Pass rule: {limits['pass_rule']}.")
+    rest = {k: v for k, v in limits.items()
+            if k not in ("test_seeds", "max_steps_per_test", "budget_left", "pass_rule")}
     if rest:
         lines.append(_pairs(rest))
     return "\n".join(lines)
@@ -259,8 +273,12 @@ def _render_fast(c: Mapping[str, Any]) -> str:
         rl = dict(c.get("rl") or {})
         bounds = _pairs({"default": rl.pop("train_steps", None), "min": rl.pop("min_train_steps", None),
                          "max": rl.pop("max_train_steps", None)})
+        tested = rl.pop("coded_actions_tested_before_training", None)
+        left_out = rl.pop("left_out_of_the_head", None)
         parts += [
             _section("Coded actions available for the action head", ", ".join(rl.pop("coded_actions", None) or [])),
+            _section("Left out of the action head", left_out),
+            _section("Your coded actions, tested before the training", tested and clip(tested, REPORT_CHARS // 2)),
             _section("total_steps bounds", bounds),
             _section("About the training", _pairs(rl)),
             _section("Validated configuration: answer TrainPolicy now",
@@ -288,10 +306,14 @@ def _fast_system(c: Mapping[str, Any]) -> str:
 # -- critic -----------------------------------------------------------------------------------------
 
 def _render_critic(c: Mapping[str, Any]) -> str:
-    """Keys: subtask, sub_action, result, code, report, fast_error, target, best_by_kind, loops, budget_left."""
+    """Keys: subtask, sub_action, result, code, report, fast_error, target, pass_rule, meets_target,
+    best_by_kind, loops, budget_left, verdict_rules."""
     _require("critic", c, "subtask", "sub_action")
     action, code, report = c["sub_action"], c.get("code"), c.get("report")
     facts = [f"Target success rate: {c.get('target')}." if c.get("target") is not None else "",
+             f"Pass rule: {c['pass_rule']}." if c.get("pass_rule") else "",
+             ("This attempt meets the target." if c["meets_target"] else "This attempt does not meet the target.")
+             if c.get("meets_target") is not None else "",
              f"Best rates so far by kind: {_pairs(c['best_by_kind'])}." if c.get("best_by_kind") else "",
              f"Loops: {_pairs(c['loops'])}." if c.get("loops") else "",
              f"Environment steps left in the budget: {c['budget_left']}." if c.get("budget_left") is not None else ""]
@@ -300,9 +322,10 @@ def _render_critic(c: Mapping[str, Any]) -> str:
         _section("Sub-action judged", f"{action.get('name')} ({action.get('kind')})"),
         _section("Measured", clip(_pairs(c.get("result") or {}), RESULT_CHARS)),
         _section("Where it stands", "\n".join(f for f in facts if f)),
-        _section("The judged code", code and f"```python\n{clip(code.rstrip(), CODE_CHARS)}\n```"),
+        _section("The judged code", code and f"```python\n{clip(code.rstrip(), CRITIC_CODE_CHARS)}\n```"),
         _section("The test report the fast agent saw", report and clip(report.rstrip(), REPORT_CHARS)),
         _section("The fast agent's error (no answer of it could be used)", c.get("fast_error")),
+        _section("What the graph does with your verdict now", c.get("verdict_rules")),
     ]) + "Answer with the Critique."
 
 

@@ -29,8 +29,8 @@ _SAFE_BUILTIN_NAMES = (
     "filter", "any", "all", "iter", "next", "round", "divmod", "pow", "chr", "ord", "repr",
     "hash", "isinstance", "callable",
     # exceptions agent code may raise or catch
-    "Exception", "ArithmeticError", "AssertionError", "IndexError", "KeyError", "LookupError",
-    "NotImplementedError", "RuntimeError", "StopIteration", "TypeError", "ValueError",
+    "Exception", "ArithmeticError", "AssertionError", "AttributeError", "IndexError", "KeyError", "LookupError",
+    "NameError", "NotImplementedError", "RuntimeError", "StopIteration", "TypeError", "ValueError",
     "ZeroDivisionError",
 )
 SAFE_BUILTINS: dict[str, Any] = {name: getattr(builtins, name) for name in _SAFE_BUILTIN_NAMES}

@@ -4,6 +4,7 @@ fast agent's prompt inside a small model's window (SmolLM2: 8,192 tokens, the an
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 
 import pytest
 
@@ -17,7 +18,7 @@ from prompts.rules import primitive_actions, rule_sheet
 from prompts.templates import ROLES, ContextError, messages_for
 
 # Character caps (about 3.6 characters per SmolLM2 token): the fast prompt at depth ~5,500 tokens.
-CAPS = {"fast": 20_000, "planner": 12_000, "slow": 10_000, "critic": 10_000}
+CAPS = {"fast": 21_500, "planner": 12_000, "slow": 10_000, "critic": 10_000}
 
 CHAIN = list(TASKS["collect_diamond"].prerequisites)
 
@@ -321,3 +322,15 @@ def test_every_prompt_text_is_filled_by_its_role():
             assert "$" not in str(message.content)
     with pytest.raises(loader.PromptTemplateError, match=r"planner.md needs a value for \$achievements, \$rule_sheet"):
         loader.render("planner")
+
+
+def test_the_fast_prompt_names_exactly_the_sandbox_builtins():
+    """The rules a model reads say what the sandbox gives it: every safe builtin, and nothing it lacks."""
+    import re
+
+    from sandbox.namespace import SAFE_BUILTINS
+
+    text = (Path(__file__).resolve().parents[1] / "prompts" / "fast_code.md").read_text()
+    listed = re.search(r"Builtins: (.*?)\.\n", text, re.S).group(1)
+    names = set(re.findall(r"[A-Za-z_]+", listed)) - {"and", "the", "exceptions"}
+    assert names == set(SAFE_BUILTINS) | {"print"}

@@ -2,8 +2,8 @@
 
 SmolLM2-135M (llama.cpp on 127.0.0.1, started and stopped by the run) is far too small to play Crafter,
 so this asserts what the system does, never what the model chose: every request fit the model's
-window, the model's code ran in the sandbox and its test report went back to it, the sub-action moved
-to RL when the code's revisions ran out and train_ppo trained it, and the report was written. The
+window, the model's code ran in the sandbox and its test report went back to it, train_ppo trained a
+learned sub-action, and the report was written. The
 recorded run then replays offline to the same decisions (tests/test_replay.py replays the committed
 recording without llama.cpp). CI installs llama.cpp (.ci/install_llm.sh):
 a missing install fails, it is never skipped.
@@ -70,10 +70,11 @@ def test_the_models_code_ran_in_the_sandbox_and_its_report_went_back(smol_run):
     assert reported, "no test report went back to the fast agent"
 
 
-def test_the_sub_action_moved_to_rl_and_train_ppo_trained_it(smol_run):
+def test_a_learned_sub_action_was_trained_by_train_ppo(smol_run):
+    """However the model's answers go (its decomposition learns, its critic moves the code to RL, or its plan
+    gives up and the graph learns the task), its budget goes to a real training."""
     out, _, _ = smol_run
     report = json.loads((out / "smol" / "report.json").read_text())
-    assert any(m["to"] == "rl" for m in report["moves"])
     learned = [m for m in report["measurements"] if m["kind"] == "rl"]
     assert learned and learned[0]["steps"] >= 1000  # a real PPO training
     assert report["evaluation"]["episodes"] in (0, 2)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal
 
@@ -238,7 +239,9 @@ def run_code(code: str, task: str = "collect_wood", seed: int = 0, max_steps: in
     base: dict[str, Any] = {"task": str(task), "seed": seed if isinstance(seed, int) else 0}
 
     def failed(kind: str, error: str, **extra) -> CodeRunReport:
-        return CodeRunReport(ok=False, failure_kind=kind, error=clean_text(error),
+        # capped and scrubbed, lines left as they are: text from the sandbox in `error` was marked where the
+        # host received it, and the rest is this side's (the lint's list quotes the agent's code line by line)
+        return CodeRunReport(ok=False, failure_kind=kind, error=clean_text(error, mark=False),
                              wall_time_s=round(time.monotonic() - start, 3), **{"ended": "error", **base, **extra})
 
     problem = _input_problem(task, seed, max_steps, action)
@@ -350,11 +353,14 @@ def _write_gif(frames: list, output_dir: str, base: dict) -> str | None:
 
 
 ERROR_FIRST_LINE_CHARS = 160
+MAX_DETAILS = 3  # failing seeds shown in detail, while the budget lasts
+MIN_DETAIL_CHARS = 500
 DETAIL_ERROR_CHARS = 700
 MIN_SUMMARY_CHARS = 300
 
 
-def summarise_reports_for_agent(reports: list[CodeRunReport | dict], max_chars: int = 2500) -> str:
+def summarise_reports_for_agent(reports: list[CodeRunReport | dict], max_chars: int = 2500,
+                                prerequisites: Sequence[str] = ()) -> str:
     """One round of code tests on several seeds as the text an agent repairs its code from: a line per seed
     (how it ended, steps, the death's cause or the error's first line, achievements gained), then the detail
     of the most informative failure (an error, else a death, else the run that got furthest): the error with
@@ -374,7 +380,13 @@ def summarise_reports_for_agent(reports: list[CodeRunReport | dict], max_chars: 
         return "no code tests ran"
     counts = Counter(_ended_of(r) for r in rows)
     lines = [f"code tests on {len(rows)} seeds: " + ", ".join(f"{n} {kind}" for kind, n in counts.most_common())]
-    per_seed = [_seed_line(r) for r in rows]
+    needed = set(prerequisites)
+    if needed:  # the same figures the critic judges on: the code's own rate over the runs that reached it
+        started = [r for r in rows if needed <= set(r.get("achievements_unlocked") or ())]
+        won = sum(bool(r.get("task_success")) for r in started)
+        lines.append(f"earlier skills played first ({', '.join(sorted(needed))}): {len(started)} of {len(rows)} "
+                     f"runs reached your action; {won} of those {len(started)} succeeded")
+    per_seed = [_seed_line(r, needed) for r in rows]
     budget = max_chars // 2  # the seed lines take at most half: the detail is what a repair needs
     for k, line in enumerate(per_seed):
         if sum(len(x) + 1 for x in lines) + len(line) + 1 > budget:
@@ -382,14 +394,33 @@ def summarise_reports_for_agent(reports: list[CodeRunReport | dict], max_chars: 
             break
         lines.append(line)
     head = "\n".join(lines)
-    worst = _most_informative(rows)
-    if worst is None:
+    ranked = _most_informative(rows, needed)
+    if not ranked:
         return head[:max_chars]
-    return head + "\n" + _detail(worst, max_chars - len(head) - 1)
+    # the most informative failure in full; more of them while a fair share of the budget is left
+    out, room = head, max_chars - len(head) - 1
+    for k, report in enumerate(ranked[:MAX_DETAILS]):
+        share = room if k == len(ranked[:MAX_DETAILS]) - 1 else max(room // 2, MIN_DETAIL_CHARS)
+        if share < MIN_DETAIL_CHARS and k:
+            break
+        detail = _detail(report, share)
+        out += "\n" + detail
+        room -= len(detail) + 1
+    return out[:max_chars]
 
 
-def _seed_line(report: dict) -> str:
+def _seed_line(report: dict, prerequisites: set[str] | frozenset[str] = frozenset()) -> str:
     line = f"seed {report.get('seed')}: {_ended_text(report)}"
+    if report.get("failure_kind") == "harness":
+        return line + "; a harness failure, not counted against the code"
+    missing = sorted(prerequisites - set(report.get("achievements_unlocked") or ()))
+    if missing and not report.get("task_success"):
+        line += f" before your action started (earlier skills did not unlock {', '.join(missing)})"
+    if _ended_of(report) == "died":
+        held = ", ".join(f"{k} {v}" for k, v in sorted((report.get("inventory_after") or {}).items())
+                         if v and k not in ("health", "food", "drink", "energy"))
+        bars = _bars_text(report.get("inventory_after") or {})
+        line += f"; at death: {bars}" + (f"; held {held}" if held else "")
     error = (report.get("error") or "").strip()
     if error and _ended_of(report) != "died":
         first = error.splitlines()[0]
@@ -398,13 +429,17 @@ def _seed_line(report: dict) -> str:
     return line + f"; gained {', '.join(gained) if gained else 'nothing'}"
 
 
-def _most_informative(rows: list[dict]) -> dict | None:
-    """The failing run whose detail helps a repair most: an error, else a death, else the furthest run."""
-    failing = [r for r in rows if not r.get("task_success")]
-    if not failing:
-        return None
+def _most_informative(rows: list[dict], prerequisites: set[str] | frozenset[str] = frozenset()) -> list[dict]:
+    """The failing runs, those whose detail helps a repair most first: a run that reached the action
+    before one that ended before it started, then an error, a death, the run that got furthest."""
+    failing = [r for r in rows if not r.get("task_success") and r.get("failure_kind") != "harness"]
     rank = {"error": 0, "died": 1}
-    return min(failing, key=lambda r: (rank.get(_ended_of(r), 2), -len(_gained(r)), -int(r.get("steps") or 0)))
+
+    def before_start(r: dict) -> bool:
+        return bool(prerequisites - set(r.get("achievements_unlocked") or ()))
+
+    return sorted(failing, key=lambda r: (before_start(r), rank.get(_ended_of(r), 2), -len(_gained(r)),
+                                          -int(r.get("steps") or 0)))
 
 
 def _detail(report: dict, budget: int) -> str:
@@ -412,7 +447,7 @@ def _detail(report: dict, budget: int) -> str:
     view gets at most half of what the error and the death leave, the trace's end the rest."""
     parts = [f"--- detail of seed {report.get('seed')} ({_ended_text(report)}) ---"]
     if report.get("error"):
-        parts.append(f"error: {clean_text(report['error'], DETAIL_ERROR_CHARS)}")
+        parts.append(f"error: {clean_text(report['error'], DETAIL_ERROR_CHARS, mark=False)}")
     if report.get("death_detail"):
         parts.append(f"death: {report.get('death_cause')}; {report['death_detail']}")
     room = budget - sum(len(p) + 1 for p in parts)

@@ -42,7 +42,9 @@ OURS = "ours (Crafter)"
 #    stone, coal, iron or diamond wall of the pocket: 15 of 300 coded-chain episodes ended walled in and starving.
 # 7: the chain places a table or furnace again when the one it placed is gone (arrows turn them into path) or
 #    out of reach, before a make_ step that needs it.
-RULES_VERSION = 7
+# 8: the game API's random helpers (explore's tie-breaking) are seeded per episode from the env's own stream,
+#    not from the world seed (issue 26), so coded play takes other paths on the same worlds.
+RULES_VERSION = 8
 # The RL-GPT and iteration cells also depend on the graph's own handling of tool calls; this version is bumped
 # alone for a change that only they see. Their keys hold both versions (r{GRAPH_RULES_VERSION}.{RULES_VERSION}):
 # they play coded actions too.
@@ -56,7 +58,11 @@ RULES_VERSION = 7
 # 9: the expert repairs a collect_ action that returned without its item by calling it again (a sapling drops
 #    on one grass hit in ten); score plans (crafter_score) pass over what failed and are scored by achievement;
 #    a sub-action learned from the start (no code attempt) has no coded prior.
-GRAPH_RULES_VERSION = 9
+# 10: the critic's verdict stands (no move forced when code revisions run out; fail keeps the best attempt and
+#    goes on); a code test meets the target by a count fitted to its seeds (nodes.attempts.successes_needed:
+#    7 of 8 for 0.9); programs are assembled from one pool of written definitions (nodes.library.Pool); a plan
+#    that gives up falls back to learning the task.
+GRAPH_RULES_VERSION = 10
 METHOD_LABELS = {"rlgpt": "RL-GPT (rule-based expert)", "pure_rl": "pure RL (PPO, primitive actions)",
                  "pure_code": "pure code (coded actions, no RL)",
                  "rl_with_code": "PPO + coded actions in the action head"}
