@@ -67,8 +67,8 @@ def verdict_rules(settings: RunSettings, inner: int, outer: int, kind: str) -> s
                                    else "the fast agent's revisions are spent: "
                                    + ("the slow agent revises the decomposition." if outer_left else "as fail.")))
     else:
-        rules.append("revise: " + ("the slow agent revises the decomposition with your feedback (the fast "
-                                   "agent's own repairs are spent)." if outer_left else "as fail."))
+        rules.append("revise: " + ("the slow agent revises the decomposition with your feedback."
+                                   if outer_left else "as fail."))
     rules.append("move: " + ("the slow agent moves the sub-action to the kind you name." if outer_left
                              else "no outer iteration is left: as fail."))
     rules.append(f"fail: the best attempt so far (the highest success_rate; the earlier on a tie) is kept and the "

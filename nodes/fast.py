@@ -131,8 +131,10 @@ class Library:
 
 
 def _pending_code(decomposition: dict, lib: Library) -> list[dict]:
-    """Coded sub-actions with no code yet (a library function of the same name counts as code)."""
-    return [a for a in decomposition["sub_actions"] if a["kind"] == "code" and a["name"] not in lib.pool]
+    """Coded sub-actions with no code yet (a library function of the same name counts as code; a built-in
+    does not: a sub-action planned under a built-in's name is written, and replaces it)."""
+    return [a for a in decomposition["sub_actions"] if a["kind"] == "code"
+            and (a["name"] not in lib.pool or lib.pool.origin.get(a["name"], {}).get("kind") == "built-in")]
 
 
 def _call(name: str, args: dict) -> dict:

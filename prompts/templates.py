@@ -18,6 +18,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from envs.tasks import TASKS
 from prompts.api_reference import api_reference, api_summary
+from prompts.fewshot import BUILTIN_ACTIONS
 from prompts.loader import render
 from prompts.rules import achievements, game_facts, recipes, rule_sheet
 
@@ -166,9 +167,11 @@ def _render_slow(c: Mapping[str, Any]) -> str:
         _section("Current decomposition", _decomposition(c.get("previous"))),
         _section("Latest critique", c.get("critique")),
         _section("Best measured attempt so far", c.get("best")),
+        _section("Built-in coded actions (written already; list a sub-action of one of these names only to "
+                 "replace it)", ", ".join(BUILTIN_ACTIONS)),
         _section("Moved to rl by the graph", forced and (
-            f"The code revisions of `{forced}` ran out, so the graph has moved it to rl: mark `{forced}` "
-            "kind 'rl' in your answer.")),
+            f"The plan gave up on `{forced}`, so the graph learns it: mark `{forced}` kind 'rl' in your answer "
+            "(coded sub-actions go into its action head).")),
         f"Outer iteration {c.get('outer_iter', 0)} of {c.get('max_outer_iters', '?')}.\n",
     ]) + "Answer with the Decomposition."
 
@@ -314,7 +317,8 @@ def _render_critic(c: Mapping[str, Any]) -> str:
              f"Pass rule: {c['pass_rule']}." if c.get("pass_rule") else "",
              ("This attempt meets the target." if c["meets_target"] else "This attempt does not meet the target.")
              if c.get("meets_target") is not None else "",
-             f"Best rates so far by kind: {_pairs(c['best_by_kind'])}." if c.get("best_by_kind") else "",
+             f"Best rates so far by kind: {_pairs(c['best_by_kind']) or 'none yet'}."
+             if c.get("best_by_kind") is not None else "",
              f"Loops: {_pairs(c['loops'])}." if c.get("loops") else "",
              f"Environment steps left in the budget: {c['budget_left']}." if c.get("budget_left") is not None else ""]
     return "".join([

@@ -102,7 +102,9 @@ def test_run_reports_budget_evaluation_and_usage(no_revision_run):
     assert report["budget"]["evaluation_steps"] == ev["steps"]
     assert set(report["usage"]) == {"planner", "slow", "fast", "critic"}
     assert all(u["prompt_tokens"] == 0 and u["completion_tokens"] == 0 for u in report["usage"].values())
-    assert report["usage"]["critic"]["calls"] == len(final["results"])
+    # the critic judges every measured attempt but the coded head entries tested before their training
+    tested_first = [e for e in final["events"] if e.get("verdict") == "tested before training"]
+    assert tested_first and report["usage"]["critic"]["calls"] == len(final["results"]) - len(tested_first)
     # the plugin after the critic saw each of its decisions before the run went on
     assert seen and all(r in ("fast", "leave") for r in seen)
     assert graph.get_state(run_config(settings)).values["report"] == report
