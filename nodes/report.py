@@ -22,7 +22,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 from pydantic import ValidationError
 
-from nodes.attempts import judged_rate
+from nodes.attempts import judged_rate, meets_target
 from nodes.context import RunContext, context_of
 from nodes.settings import RunSettings
 from nodes.skills import Skill, SkillLibrary, SkillLibraryError
@@ -99,11 +99,16 @@ def _sub_action_history(state: Mapping[str, Any], subtask: str) -> list[dict[str
 
 
 def _kept_status(skill: Skill, target: float) -> str:
-    """What happened to a skill made in this run: 'passed' only when its judged rate reached the target;
+    """What happened to a skill made in this run: 'passed' only when it met the target (by the pass rule's
+    count for a code test that replayed nothing first);
     otherwise 'kept' with the rate it was kept at (below the target, or below the skill threshold too)."""
     given = skill.success_given_start
     judged = judged_rate({"success_rate": skill.success_rate, "success_given_start": given})
-    if judged >= target:
+    met = judged >= target
+    if skill.kind == "code" and skill.episodes and given is None:  # the pass rule, in counts of test seeds
+        met = meets_target({"kind": "code", "episodes": skill.episodes,
+                            "successes": round(skill.success_rate * skill.episodes)}, target)
+    if met:
         return "passed"
     rate = f"{judged:.0%} from its start" if given is not None and given != skill.success_rate else f"{judged:.0%}"
     return f"kept at {rate}, below the {'target' if skill.passing else 'skill threshold'}"
