@@ -118,11 +118,13 @@ def _load_chain(plan: list[dict], skills: Mapping[str, SkillLike], seed: int,
     achievements are not needed for it, and one that failed would hold it up."""
     chain = []
     names = [sub["name"] for sub in plan]
+    pool = pool_of([])  # the built-ins; each skill's definitions join it in plan order
     for i, sub in enumerate(plan):
         skill = Skill.model_validate(skills[sub["name"]])
-        pool = pool_of((s["name"], Skill.model_validate(skills[s["name"]]).to_state()) for s in plan[:i + 1])
+        for source in skill.sources:
+            pool.add(source, subtask=sub["name"], kind=skill.kind)
         earlier = [n for n in names[:i] if n in TASKS[sub["name"]].prerequisites] if score else names[:i]
-        chain.append(_ChainStep(sub["name"], skill, seed, earlier=earlier, pool=pool,
+        chain.append(_ChainStep(sub["name"], skill, seed, earlier=earlier, pool=pool.copy(),  # as it stands here
                                 later=names[i + 1:], place=f"{i + 1}/{len(plan)}"))
     return chain
 

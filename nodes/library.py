@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 from prompts.fewshot import BUILTIN_ACTIONS, builtin_source, chain_as_action, chain_source
@@ -137,6 +138,7 @@ def function_names(program: str) -> list[str]:
     return [n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
 
 
+@lru_cache(maxsize=4096)  # a pool's definitions are read on every fast-agent call: parse each text once
 def _is_function(source: str) -> bool:
     try:
         tree = parse(source)
@@ -149,13 +151,14 @@ def _is_import(source: str) -> bool:
     return source.lstrip().startswith(("import ", "from "))
 
 
-def references(source: str) -> set[str]:
+@lru_cache(maxsize=4096)
+def references(source: str) -> frozenset[str]:
     """Every name a piece of code reads (candidates for the pool's definitions it needs)."""
     try:
         tree = parse(source)
     except (SyntaxError, ValueError):
-        return set()
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        return frozenset()
+    return frozenset(n.id for n in ast.walk(tree) if isinstance(n, ast.Name))
 
 
 class Pool:
@@ -267,8 +270,8 @@ def signature_of(name: str, source: str) -> tuple[str, str]:
 
 def listing(pool: Pool, reach: str | None = None, prefix: Sequence[str] = ()) -> list[dict[str, Any]]:
     """What the fast agent's prompt shows of the library, the same way every call: every callable function
-    of the pool with where it came from, then the built-in actions no function of the pool replaces, then
-    `reach` (the action that plays the solved prefix, offered to an action head)."""
+    of the pool (built-ins included, `pool_of`) with where it came from, then `reach` (the action that
+    plays the solved prefix, offered to an action head)."""
     out = []
     for name in pool.functions():
         if name == "main":
@@ -277,10 +280,6 @@ def listing(pool: Pool, reach: str | None = None, prefix: Sequence[str] = ()) ->
         origin = dict(pool.origin.get(name, {}))
         helper = name not in coded_action_names(pool.sources[name])  # a plain function, not a coded action
         out.append({"name": name, "signature": signature, "doc": doc, **origin, **({"helper": True} if helper else {})})
-    for name in BUILTIN_ACTIONS:
-        if name not in pool:
-            signature, doc = signature_of(name, builtin_source(name))
-            out.append({"name": name, "signature": signature, "doc": doc, "kind": "built-in"})
     if reach:
         out.append({"name": reach, "signature": f"{reach}(game)", "kind": "built-in",
                     "doc": f"plays the solved prefix ({' -> '.join(prefix)}) as one action, for an action head"})
