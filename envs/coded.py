@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 AGENT_CODE_FILENAME = "<agent-code>"  # the filename agent source is compiled under
 DEFAULT_MAX_STEPS = 200
+RUNNING_DEPTH = 6  # nested calls named in CallStepper.running
 DEFAULT_STEP_TIMEOUT_S = 2.0  # wall-clock limit for the code between two yields (the sandbox enforces it)
 
 
@@ -179,9 +180,21 @@ class CallStepper:
     def _action_name(self) -> str:
         return self._action.name if self._action else "the coded action"
 
+    def running(self) -> str:
+        """Which functions the call is in now, outermost first ('main > collect_iron > go_to'): the generators
+        it is suspended in, each `yield from` the next (agent code's and the game API's helpers)."""
+        names: list[str] = []
+        generator: Any = self._generator
+        while inspect.isgenerator(generator) and len(names) < RUNNING_DEPTH:
+            names.append(generator.gi_code.co_name)
+            generator = generator.gi_yieldfrom
+        return " > ".join(names)
+
 
 class ActionDriver(Protocol):
-    """What run_option needs from the side that holds the code (LocalActions or sandbox.AgentCode)."""
+    """What run_option needs from the side that holds the code (LocalActions or sandbox.AgentCode). A driver
+    may also offer ``begin_later``, ``advance_later`` and ``mask_later``: the same requests, answered by an
+    object whose ``get()`` reads the answer when it is needed (see `ask_later`)."""
 
     def begin(self, name: str, game) -> Reply: ...
     def advance(self, game) -> Reply: ...
@@ -213,14 +226,55 @@ class LocalActions:
         return run_option(env, self, name, **kwargs)
 
 
+class Ready:
+    """An answer known at once (a driver's `*_later` request that needed no round trip)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def get(self) -> Any:
+        return self.value
+
+
+def ask_later(driver, request: str, *args) -> Any:
+    """``driver.<request>_later(*args)`` where the driver can send a request and read its answer later
+    (sandbox.AgentCode), else the blocking ``driver.<request>(*args)``'s answer, `Ready`."""
+    later = getattr(driver, request + "_later", None)
+    return later(*args) if later is not None else Ready(getattr(driver, request)(*args))
+
+
+# What a step coroutine yields: an answer on its way (`.get()` reads it). Whoever drives it may step other
+# envs before resuming it, while the sandbox works the answer out (rl.options.OverlappedSyncVectorEnv).
+StepCoroutine = Generator[Any, None, Any]
+
+
+def drive(steps: StepCoroutine) -> Any:
+    """Run a step coroutine to its end, one answer at a time; its result."""
+    try:
+        while True:
+            next(steps)
+    except StopIteration as stop:
+        return stop.value
+
+
 def run_option(env, driver: ActionDriver, name: str, gamma: float = 0.99, on_step: Callable | None = None,
                max_steps: int = DEFAULT_MAX_STEPS) -> OptionOutcome:
     """Run one call of coded action `name` in `env` (an env exposing `.game` and `.primitive_actions`).
 
     The trusted loop: one env step per action name the driver answers, every step counted here."""
+    return drive(option_steps(env, driver, name, gamma, on_step, max_steps))
+
+
+def option_steps(env, driver: ActionDriver, name: str, gamma: float = 0.99, on_step: Callable | None = None,
+                 max_steps: int = DEFAULT_MAX_STEPS) -> Generator[Any, None, OptionOutcome]:
+    """`run_option` as a step coroutine: it yields each answer it waits for and reads it when resumed."""
     outcome = OptionOutcome()
     index = {action: i for i, action in enumerate(env.primitive_actions)}
-    kind, value = driver.begin(name, env.game)
+    answer = ask_later(driver, "begin", name, env.game)
+    yield answer
+    kind, value = answer.get()
     try:
         while kind == "act":
             if value not in index:
@@ -240,7 +294,9 @@ def run_option(env, driver: ActionDriver, name: str, gamma: float = 0.99, on_ste
                 on_step(value, obs, reward, info)
             if terminated or truncated or outcome.steps >= max_steps:
                 break
-            kind, value = driver.advance(env.game)
+            answer = ask_later(driver, "advance", env.game)
+            yield answer
+            kind, value = answer.get()
     finally:
         driver.finish()
     if kind == "precondition":

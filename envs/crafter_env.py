@@ -14,6 +14,7 @@ import gymnasium as gym
 import envs.registration  # noqa: F401 - whatever builds a Crafter env can also gymnasium.make one
 from envs.base import Backend
 from envs.crafter_backend import PRIMITIVE_ACTIONS, CrafterBackend
+from envs.describe import damage_cause
 from envs.game_api import GameAPI
 from envs.tasks import Task, get_task
 
@@ -107,9 +108,13 @@ class TaskEnv(gym.Env):
         truncated = not terminated and self._steps >= self.max_steps
         self._done = terminated or truncated
         player_obs = self.backend.player_observation(self._steps)
+        last = self.game._current() if dead else None
         self.game._observe(player_obs)
         obs = self.backend.policy_observation(self.obs_kind, player_obs)
-        return obs, reward, terminated, truncated, self._info(success, 1)
+        info = self._info(success, 1)
+        if last is not None:  # named as the code-test reports name it, from what the player saw as it died
+            info["death_cause"] = damage_cause(player_obs, last.inventory["health"] - player_obs.inventory["health"])
+        return obs, reward, terminated, truncated, info
 
     def render(self):
         return self.backend.render()

@@ -44,12 +44,13 @@ COLLECT_REQUIRES: dict[str, dict[str, int]] = {
 _SYNC_WINDOW = 1024  # observations a mirror may lag behind and still catch up step by step
 _instances = itertools.count(1)
 _MEMORY_RADIUS = 80  # the world is 64x64, so odometry never leaves [-64, 64]
+_MEMORY_SIZE = 2 * _MEMORY_RADIUS + 1
 _SHELTER_SIZE = 2  # walkable tiles a shelter may hold: the pocket the player can seal from inside
 # Tiles that do not wall a shelter in: what zombies walk on, what was never seen, and lava (arrows fly over it).
 _NOT_A_WALL = frozenset(WALKABLE) | {UNKNOWN, "lava"}
 # Solid tiles that mining turns into walkable path: a way out of a shelter.
 _MINED_TO_PATH = frozenset({"stone", "coal", "iron", "diamond"})
-_WALKABLE_IDS = np.array([MATERIAL_IDS[m] for m in sorted(WALKABLE)], dtype=np.uint8)
+_WALKABLE_TABLE = bytes(int(MATERIAL_NAMES[i] in WALKABLE) if i < len(MATERIAL_NAMES) else 0 for i in range(256))
 
 Pos = tuple[int, int]
 
@@ -57,11 +58,16 @@ Pos = tuple[int, int]
 class GameAPI:
     """Read-only view of the game for coded actions. See the module docstring."""
 
-    __slots__ = ("_obs", "_memory", "_rng", "_cows", "_helper_seed", "_identity", "_episode", "_version", "_recent")
+    __slots__ = ("_obs", "_memory", "_rng", "_cows", "_helper_seed", "_identity", "_episode", "_version", "_recent",
+                 "_refusal_text", "_refusals", "_tiles", "_seen")
 
     def __init__(self, helper_seed: int = 0):
         self._obs: PlayerObservation | None = None
-        self._memory = np.zeros((2 * _MEMORY_RADIUS + 1,) * 2, dtype=np.uint8)
+        self._memory = np.zeros((_MEMORY_SIZE, _MEMORY_SIZE), dtype=np.uint8)
+        # Fast reads of the same memory: a flat view for the searches, which read it tile by tile (index
+        # x * _MEMORY_SIZE + y), and the box of rows and columns ever written, all that known() scans.
+        self._tiles = memoryview(self._memory.data).cast("B")
+        self._seen: list[int] = [_MEMORY_SIZE, 0, _MEMORY_SIZE, 0]  # x0, x1, y0, y1 (empty)
         # The helpers' random stream (explore's tie-breaking). Its seed is drawn per episode by the trusted
         # env from a generator of its own, never from the world seed, which nothing here holds: agent code
         # that replays explore() learns this value and nothing about the world (docs/security.md).
@@ -73,17 +79,24 @@ class GameAPI:
         self._episode = 0
         self._version = 0
         self._recent: deque[PlayerObservation] = deque(maxlen=_SYNC_WINDOW)
+        # Why the last helper that acts stopped short of its goal (last_refusal). It lives where the helpers
+        # run (the sandbox's mirror for agent code) and is computed from the player's memory only.
+        self._refusal_text: str | None = None
+        # Every refusal set, in order, where someone collects them (the sandbox tells the host); else None.
+        self._refusals: list[str] | None = None
 
     # -- fed by the environment (private: agent code cannot reach names starting with "_") --
 
     def _reset(self, obs: PlayerObservation, helper_seed: int) -> None:
         self._memory[:] = 0
+        self._seen = [_MEMORY_SIZE, 0, _MEMORY_SIZE, 0]
         self._rng = random.Random(helper_seed)
         self._cows = set()
         self._helper_seed = helper_seed
         self._episode += 1
         self._version = 0
         self._recent.clear()
+        self._refusal = None
         self._observe(obs)
 
     def _observe(self, obs: PlayerObservation) -> None:
@@ -93,10 +106,32 @@ class GameAPI:
         x, y = obs.pos
         x0, y0 = x - VIEW_RADIUS_X + _MEMORY_RADIUS, y - VIEW_RADIUS_Y + _MEMORY_RADIUS
         patch = obs.materials
-        self._memory[x0:x0 + patch.shape[0], y0:y0 + patch.shape[1]] = patch
+        x1, y1 = x0 + patch.shape[0], y0 + patch.shape[1]
+        self._memory[x0:x1, y0:y1] = patch
+        seen = self._seen
+        seen[:] = [min(seen[0], x0), max(seen[1], x1), min(seen[2], y0), max(seen[3], y1)]
         in_view = {c for c in self._cows if abs(c[0] - x) <= VIEW_RADIUS_X and abs(c[1] - y) <= VIEW_RADIUS_Y}
         self._cows -= in_view  # what is in view now replaces what was remembered there
         self._cows |= {(x + dx, y + dy) for name, dx, dy in obs.creatures if name == "cow"}
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Picklable (a saved env, a copied one): the flat view is rebuilt on the copy's own memory."""
+        return {name: getattr(self, name) for name in self.__slots__ if name != "_tiles"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
+        self._tiles = memoryview(self._memory.data).cast("B")
+
+    @property
+    def _refusal(self) -> str | None:
+        return self._refusal_text
+
+    @_refusal.setter
+    def _refusal(self, text: str | None) -> None:
+        self._refusal_text = text
+        if text is not None and self._refusals is not None:
+            self._refusals.append(text)
 
     # -- keeping a mirror in step (the trusted side feeds the sandbox's copy) --
 
@@ -131,6 +166,9 @@ class GameAPI:
             state = update["state"]
             self._reset(observations[0], helper_seed=int(state["helper_seed"]))
             self._memory[:] = np.frombuffer(bytes.fromhex(state["memory"]), dtype=np.uint8).reshape(self._memory.shape)
+            xs, ys = np.nonzero(self._memory)
+            if len(xs):
+                self._seen = [int(xs.min()), int(xs.max()) + 1, int(ys.min()), int(ys.max()) + 1]
             self._cows = {(int(x), int(y)) for x, y in state["cows"]}
             return
         if "reset" in update:
@@ -233,16 +271,24 @@ class GameAPI:
     def material_at(self, pos: Pos) -> str:
         """Remembered material at an absolute (odometry) position; 'unknown' if never seen."""
         x, y = pos[0] + _MEMORY_RADIUS, pos[1] + _MEMORY_RADIUS
-        if not (0 <= x < self._memory.shape[0] and 0 <= y < self._memory.shape[1]):
+        if not (0 <= x < _MEMORY_SIZE and 0 <= y < _MEMORY_SIZE):
             return UNKNOWN
-        return MATERIAL_NAMES[self._memory[x, y]]
+        return MATERIAL_NAMES[self._tiles[x * _MEMORY_SIZE + y]]
 
     def known(self, name: str) -> list[Pos]:
         """Absolute positions of every remembered tile of a material, nearest first."""
-        xs, ys = np.nonzero(self._memory == MATERIAL_IDS.get(name, -1))
+        material = MATERIAL_IDS.get(name)
+        if material is None:
+            return []
+        # tiles of a seen material lie in the box ever written; unknown ones anywhere
+        x0, x1, y0, y1 = self._seen if material != MATERIAL_IDS[UNKNOWN] else (0, _MEMORY_SIZE, 0, _MEMORY_SIZE)
+        xs, ys = np.nonzero(self._memory[x0:x1, y0:y1] == material)
+        if not len(xs):
+            return []
+        xs, ys = xs + (x0 - _MEMORY_RADIUS), ys + (y0 - _MEMORY_RADIUS)
         px, py = self.pos
-        found = [(int(x) - _MEMORY_RADIUS, int(y) - _MEMORY_RADIUS) for x, y in zip(xs, ys)]
-        return sorted(found, key=lambda p: (abs(p[0] - px) + abs(p[1] - py), p))
+        order = np.lexsort((ys, xs, np.abs(xs - px) + np.abs(ys - py)))  # by distance, then position
+        return list(zip(xs[order].tolist(), ys[order].tolist()))
 
     def nearest(self, name: str) -> Pos | None:
         """Absolute position of the nearest remembered material or visible creature, or None. For a
@@ -263,7 +309,9 @@ class GameAPI:
         reachable = self._reachable_adjacent_costs()
         best, best_cost = None, None
         for pos in candidates:
-            cost = min((reachable[n] for n in _neighbours(pos) if n in reachable), default=None)
+            at = _flat(pos)
+            cost = min((reachable[n] for n in (at + _MEMORY_SIZE, at - _MEMORY_SIZE, at + 1, at - 1) if n in reachable),
+                       default=None)
             if cost is not None and (best_cost is None or cost < best_cost):
                 best, best_cost = pos, cost
         return best if best is not None else candidates[0]
@@ -277,7 +325,9 @@ class GameAPI:
         goals = set(_neighbours(target)) if adjacent else {tuple(target)}
         if self.pos in goals:
             return []
-        return self._search(lambda pos: pos in goals)
+        # a goal outside the memory is never reached; 3.0 is the tile 3, as it compares equal
+        flat_goals = {_flat((int(g[0]), int(g[1]))) for g in goals if _in_memory(g)}
+        return self._search(flat_goals.__contains__)
 
     def is_facing(self, name: str) -> bool:
         """Whether the tile in front of the player holds this material or creature."""
@@ -336,11 +386,23 @@ class GameAPI:
 
     # -- helpers that act: use with `yield from` --
 
+    @property
+    def last_refusal(self) -> str | None:
+        """Why the last face/go_to/go_near/shelter/leave_shelter stopped short, or None (test reports show it).
+
+        Those helpers set it when they return without doing their whole job: nothing to do (already walled in),
+        something missing (no pickaxe, no known path, a material never seen), or max_steps spent; e.g.
+        'shelter: needs a wood pickaxe (to dig the pocket, and to mine the way out again)'. A call that does its
+        job leaves None. Computed from what the player saw, where the helpers run."""
+        return self._refusal
+
     def face(self, target: Pos) -> Iterator[str]:
         """Turn toward an adjacent target. Moving into a non-walkable tile only turns the player."""
+        self._refusal = None
         px, py = self.pos
         delta = (target[0] - px, target[1] - py)
         if delta not in MOVE_FOR_DIRECTION:
+            self._refusal = f"face: {_xy(target)} is not next to the player at {_xy(self.pos)}"
             return
         if self.facing != delta:
             yield MOVE_FOR_DIRECTION[delta]
@@ -348,16 +410,21 @@ class GameAPI:
     def go_to(self, target: Pos, max_steps: int = 200) -> Iterator[str]:
         """Walk next to `target` and face it, re-planning each step as creatures move.
         Stops early when no known path exists."""
+        self._refusal = None
         for _ in range(max_steps):
             if (yield from self.defend()):
                 continue
             path = self.path_to(target)
             if path is None:
+                self._refusal = (f"go_to: no path over known walkable tiles to next to {_xy(target)} "
+                                 f"({self.material_at(target)} there)")
                 return
             if not path:
                 yield from self.face(target)
                 return
             yield path[0]
+        if self.facing_pos != _xy(target):
+            self._refusal = f"go_to: max_steps={max_steps} ran out before it reached {_xy(target)}"
 
     def defend(self) -> Generator[str, Any, bool]:
         """Hit a zombie standing next to the player (turning to it first); returns whether it acted.
@@ -375,6 +442,7 @@ class GameAPI:
     def go_near(self, materials: list[str] | tuple[str, ...], max_steps: int = 200) -> Iterator[str]:
         """Walk to the nearest known tile from which every material lies within one tile (the
         area Crafter checks for crafting stations). Stops early when no such tile is known."""
+        self._refusal = None
         wanted = list(materials)
         for _ in range(max_steps):
             if (yield from self.defend()):
@@ -383,8 +451,14 @@ class GameAPI:
                 return
             path = self._path_to_spot_near(wanted)
             if not path:
+                unseen = [m for m in wanted if not self.known(m)]
+                self._refusal = (f"go_near: no {' or '.join(unseen)} seen in this episode" if unseen else
+                                 f"go_near: no known tile within one tile of {' and '.join(wanted)} that the player "
+                                 "can walk to")
                 return
             yield path[0]
+        if not all(self.is_near(m) for m in wanted):
+            self._refusal = f"go_near: max_steps={max_steps} ran out before it got near {' and '.join(wanted)}"
 
     def is_sheltered(self) -> bool:
         """Whether the player is walled in: the remembered walkable tiles joined to its own are at most
@@ -410,11 +484,15 @@ class GameAPI:
         pocket must be two tiles long: walk onto an entrance tile, go two tiles in (mining stone
         with a pickaxe where the pocket is stone), step back one tile, which turns the player to the
         entrance, and place a stone there (a table when no stone is at hand). Uses remembered
-        tiles only; returns without acting when no site is known within `max_steps` of walking."""
+        tiles only; returns without acting when no site is known within `max_steps` of walking.
+        `last_refusal` says why it stopped short."""
+        self._refusal = None
         if self.is_sheltered():
+            self._refusal = "shelter: the player is already walled in (nothing to do)"
             return
         site = self._shelter_site(max_steps)
-        if site is None:
+        if isinstance(site, str):
+            self._refusal = site
             return
         entrance, (dx, dy) = site
         for _ in range(max_steps):
@@ -424,11 +502,15 @@ class GameAPI:
                 continue
             path = self.path_to(entrance, adjacent=False)
             if not path:
+                self._refusal = f"shelter: lost the way to the pocket's entrance at {_xy(entrance)} (blocked?)"
                 return
             yield path[0]
         inner, end = (entrance[0] + dx, entrance[1] + dy), (entrance[0] + 2 * dx, entrance[1] + 2 * dy)
         for tile in (inner, end):
-            if self.pos != (tile[0] - dx, tile[1] - dy):
+            behind = (tile[0] - dx, tile[1] - dy)
+            if self.pos != behind:
+                self._refusal = (f"shelter: max_steps={max_steps} ran out before it reached the entrance at "
+                                 f"{_xy(entrance)}" if behind == entrance else self._off_the_pocket(behind))
                 return
             for _ in range(4):  # mine the tile open; facing a solid tile takes one turn
                 if self.material_at(tile) in WALKABLE:
@@ -437,27 +519,43 @@ class GameAPI:
                 yield "do"
             yield MOVE_FOR_DIRECTION[(dx, dy)]
         if self.pos != end:
+            self._refusal = self._off_the_pocket(end)
             return
         yield MOVE_FOR_DIRECTION[(-dx, -dy)]  # back to the inner tile, now facing the entrance
         for _ in range(6):
-            if self.pos != inner or self.facing != (-dx, -dy) or self.material_at(entrance) not in WALKABLE:
+            if self.pos != inner or self.facing != (-dx, -dy):
+                self._refusal = (f"shelter: not on the pocket's tile {_xy(inner)} facing its entrance to seal it "
+                                 f"(at {_xy(self.pos)})")
                 return
+            if self.material_at(entrance) not in WALKABLE:
+                return  # sealed
             if self._facing_creatures():
                 yield "do"  # a zombie in the doorway: hit it until it leaves or dies
                 continue
             item = "stone" if self.has("stone") else "table"
             if not self.can_place(item):
+                self._refusal = ("shelter: no stone, nor the wood for a table "
+                                 f"({_items(self.requirements('table'))}), to close the entrance")
                 return
             yield f"place_{item}"
+        if self.material_at(entrance) in WALKABLE:
+            self._refusal = f"shelter: the entrance at {_xy(entrance)} is still open after 6 tries (a creature in it?)"
 
     def leave_shelter(self, max_steps: int = 12) -> Iterator[str]:
         """Mine a way out of a shelter and step out: a wall with known walkable ground behind it first
         (the entrance), else any wall the inventory's tools can mine (stone, coal, iron, diamond turn
         to path), from either tile of the pocket. Returns when the player is out, or when no wall of
         the pocket can be mined (a pocket sealed with a table, without a pickaxe)."""
+        self._refusal = None
+        if not self.is_sheltered():
+            self._refusal = "leave_shelter: the player is not walled in (nothing to do)"
+            return
         moved = False
         for _ in range(max_steps):
-            if not self.is_sheltered() or not self.can_collect("stone"):  # each of them needs a pickaxe at least
+            if not self.is_sheltered():
+                return
+            if not self.can_collect("stone"):  # each wall it can mine needs a pickaxe at least
+                self._refusal = "leave_shelter: needs a wood pickaxe to mine a wall of the pocket"
                 return
             px, py = self.pos
             exits = []
@@ -475,9 +573,13 @@ class GameAPI:
                 continue
             inside = [n for n in _neighbours(self.pos) if self.material_at(n) in WALKABLE]
             if not inside or moved:
+                self._refusal = ("leave_shelter: no wall of the pocket can be mined with the pickaxes held (only "
+                                 "stone, coal, iron and diamond turn to path)")
                 return
             moved = True
             yield MOVE_FOR_DIRECTION[(inside[0][0] - px, inside[0][1] - py)]  # try from the pocket's other tile
+        if self.is_sheltered():
+            self._refusal = f"leave_shelter: still walled in after max_steps={max_steps}"
 
     def explore(self, steps: int = 20) -> Iterator[str]:
         """Head for the nearest edge of the known map to uncover new tiles."""
@@ -491,6 +593,13 @@ class GameAPI:
 
     # -- internals --
 
+    def _walkable_tiles(self) -> bytes:
+        """1 where the remembered tile is walkable, by flat index (`_flat`): one pass over the memory that
+        spares a search a lookup per tile. A search only steps onto walkable tiles, and those lie at least
+        the memory's margin inside its edge (odometry stays within the 64-tile world), so every neighbour
+        it looks at is inside the memory."""
+        return self._tiles.tobytes().translate(_WALKABLE_TABLE)
+
     def _creature_positions(self) -> set[Pos]:
         px, py = self.pos
         return {(px + dx, py + dy) for _, dx, dy in self._current().creatures}
@@ -499,54 +608,79 @@ class GameAPI:
         fdx, fdy = self.facing
         return [n for n, dx, dy in self._current().creatures if (dx, dy) == (fdx, fdy)]
 
-    def _reachable_adjacent_costs(self, limit: int = 4000) -> dict[Pos, int]:
-        """Walking distance to every tile reachable over known walkable ground."""
-        start = self.pos
+    def _reachable_adjacent_costs(self, limit: int = 4000) -> dict[int, int]:
+        """Walking distance to every tile reachable over known walkable ground, by flat index (`_flat`)."""
+        start = _flat(self.pos)
         cost = {start: 0}
         queue = deque([start])
-        blocked = self._creature_positions()
+        blocked = {_flat(p) for p in self._creature_positions()}
+        walkable = self._walkable_tiles()
+        deltas = [dx * _MEMORY_SIZE + dy for dx, dy in MOVE_FOR_DIRECTION]
         while queue and len(cost) < limit:
             cur = queue.popleft()
-            for d in MOVE_FOR_DIRECTION:
-                nxt = (cur[0] + d[0], cur[1] + d[1])
-                if nxt not in cost and nxt not in blocked and self.material_at(nxt) in WALKABLE:
+            for delta in deltas:
+                nxt = cur + delta
+                if nxt not in cost and nxt not in blocked and walkable[nxt]:
                     cost[nxt] = cost[cur] + 1
                     queue.append(nxt)
         return cost
 
-    def _shelter_site(self, max_walk: int) -> tuple[Pos, Pos] | None:
+    def _shelter_site(self, max_walk: int) -> tuple[Pos, Pos] | str:
         """The nearest (entrance, direction) whose next two tiles can form a sealed pocket: each free
         or stone the player can mine, with known solid tiles on their other sides, and something to
         seal the entrance with (a stone already held or mined from the pocket, else a table), and a
-        way out again: a pickaxe and a wall or seal of stone (a pocket of tables and trees is a tomb)."""
+        way out again: a pickaxe and a wall or seal of stone (a pocket of tables and trees is a tomb).
+        When there is none, why (shelter's refusal): what the walled pockets found lacked, else that none
+        was found."""
         if not self.can_collect("stone"):
-            return None
+            return "shelter: needs a wood pickaxe (to dig the pocket, and to mine the way out again)"
         creatures = self._creature_positions()
         holds_stone = self.has("stone")
         has_seal = holds_stone or self.can_afford("table")
         reachable = self._reachable_adjacent_costs()
-        for entrance in sorted((p for p, c in reachable.items() if c <= max_walk), key=lambda p: (reachable[p], p)):
+        no_seal = no_way_out = None  # the nearest walled pocket that lacked only that
+        # by walking distance, then position (flat indices order as positions do)
+        for entrance in [_unflat(at) for at in sorted((at for at, c in reachable.items() if c <= max_walk),
+                                                        key=lambda at: (reachable[at], at))]:
             for dx, dy in MOVE_FOR_DIRECTION:
                 pocket = [(entrance[0] + k * dx, entrance[1] + k * dy) for k in (1, 2)]
                 kinds = [self.material_at(t) for t in pocket]
                 if any(t in creatures for t in pocket) or not all(
                         k in WALKABLE or k == "stone" for k in kinds):
                     continue
-                if not (has_seal or "stone" in kinds):
-                    continue
                 end = pocket[1]
                 walls = [(t[0] + sx, t[1] + sy) for t in pocket for sx, sy in ((dy, dx), (-dy, -dx))]
                 walls.append((end[0] + dx, end[1] + dy))
                 wall_kinds = [self.material_at(w) for w in walls]
-                if all(k not in _NOT_A_WALL for k in wall_kinds) and (
-                        holds_stone or "stone" in kinds or any(k in _MINED_TO_PATH for k in wall_kinds)):
+                if any(k in _NOT_A_WALL for k in wall_kinds):
+                    continue
+                if not (has_seal or "stone" in kinds):
+                    no_seal = no_seal or entrance
+                elif not (holds_stone or "stone" in kinds or any(k in _MINED_TO_PATH for k in wall_kinds)):
+                    no_way_out = no_way_out or entrance
+                else:
                     return entrance, (dx, dy)
-        return None
+        if no_seal is not None:
+            return (f"shelter: no stone, nor the wood for a table ({_items(self.requirements('table'))}), to close "
+                    f"the entrance of the pocket at {_xy(no_seal)}")
+        if no_way_out is not None:
+            return (f"shelter: the pocket at {_xy(no_way_out)} has no stone wall to mine the way out again, "
+                    "and no stone is held to seal it with")
+        return (f"shelter: no pocket site remembered within {max_walk} steps of walking (two free or stone tiles "
+                "in a row, walled in by solid tiles already seen)")
+
+    def _off_the_pocket(self, tile: Pos) -> str:
+        """shelter's refusal when the player did not get onto a tile of the pocket."""
+        return (f"shelter: could not get onto the pocket's tile {_xy(tile)} ({self.material_at(tile)} there; the "
+                f"player is at {_xy(self.pos)})")
 
     def _path_to_spot_near(self, materials: list[str], limit: int = 4000) -> list[str] | None:
-        def near_all(cur: Pos) -> bool:
-            return all(any(self.material_at((cur[0] + dx, cur[1] + dy)) == m
-                           for dx in (-1, 0, 1) for dy in (-1, 0, 1)) for m in materials)
+        wanted = [MATERIAL_IDS.get(m) for m in materials]  # a name that is no material is never near
+        tiles = self._tiles
+
+        def near_all(at: int) -> bool:
+            around = {tiles[at + dx * _MEMORY_SIZE + dy] for dx in (-1, 0, 1) for dy in (-1, 0, 1)}
+            return all(m in around for m in wanted)
 
         return self._search(near_all, limit=limit)
 
@@ -554,35 +688,69 @@ class GameAPI:
         """First move of a shortest known path to a walkable tile that borders unknown ground."""
         moves = list(MOVE_FOR_DIRECTION.items())
         self._rng.shuffle(moves)  # varied tie-breaking between equal frontiers, replayable per episode
-        path = self._search(lambda pos: any(self.material_at(n) == UNKNOWN for n in _neighbours(pos)), moves=moves)
+        tiles, unknown = self._tiles, MATERIAL_IDS[UNKNOWN]
+
+        def borders_unknown(at: int) -> bool:
+            return unknown in (tiles[at - _MEMORY_SIZE], tiles[at + _MEMORY_SIZE], tiles[at - 1], tiles[at + 1])
+
+        path = self._search(borders_unknown, moves=moves)
         return path[0] if path else None
 
     def _search(self, is_goal, limit: int | None = None, moves=None) -> list[str] | None:
         """Breadth-first search from the player over known walkable tiles free of creatures: the
-        moves to the nearest tile (other than the player's own) where `is_goal` holds, or None."""
-        start = self.pos
-        previous: dict[Pos, tuple[Pos, str] | None] = {start: None}
+        moves to the nearest tile (other than the player's own) where `is_goal(flat index)` holds, or None.
+        Tiles go by flat index (`_flat`): the search only adds and compares ints."""
+        start = _flat(self.pos)
+        previous: dict[int, tuple[int, str] | None] = {start: None}
         queue = deque([start])
-        blocked = self._creature_positions()
-        moves = moves or list(MOVE_FOR_DIRECTION.items())
+        blocked = {_flat(p) for p in self._creature_positions()}
+        walkable = self._walkable_tiles()
+        steps = [(d[0] * _MEMORY_SIZE + d[1], move) for d, move in (moves or MOVE_FOR_DIRECTION.items())]
         while queue and (limit is None or len(previous) < limit):
             cur = queue.popleft()
             if cur != start and is_goal(cur):
                 return _unwind(previous, cur)
-            for d, move in moves:
-                nxt = (cur[0] + d[0], cur[1] + d[1])
-                if nxt in previous or nxt in blocked or self.material_at(nxt) not in WALKABLE:
+            for delta, move in steps:
+                nxt = cur + delta
+                if nxt in previous or nxt in blocked or not walkable[nxt]:
                     continue
                 previous[nxt] = (cur, move)
                 queue.append(nxt)
         return None
 
 
+def _flat(pos: Pos) -> int:
+    """A position's index in the flat memory (`GameAPI._tiles`): x-major, so flat order is position order."""
+    return (pos[0] + _MEMORY_RADIUS) * _MEMORY_SIZE + pos[1] + _MEMORY_RADIUS
+
+
+def _unflat(at: int) -> Pos:
+    x, y = divmod(at, _MEMORY_SIZE)
+    return (x - _MEMORY_RADIUS, y - _MEMORY_RADIUS)
+
+
+def _in_memory(pos) -> bool:
+    """Whether `pos` (say, a target agent code named) is a whole-numbered tile inside the memory."""
+    try:
+        return all(float(c).is_integer() and 0 <= c + _MEMORY_RADIUS < _MEMORY_SIZE for c in pos) and len(pos) == 2
+    except (TypeError, ValueError, OverflowError):
+        return False
+
+
+def _xy(pos: Pos) -> Pos:
+    """A position as plain ints: what a refusal names (a numpy int would print as np.int64(3))."""
+    return (int(pos[0]), int(pos[1]))
+
+
+def _items(amounts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in amounts.items())
+
+
 def _neighbours(pos: Pos) -> list[Pos]:
     return [(pos[0] + dx, pos[1] + dy) for dx, dy in DIRECTIONS.values()]
 
 
-def _unwind(previous: dict, end: Pos) -> list[str]:
+def _unwind(previous: dict, end: int) -> list[str]:
     moves = []
     node = end
     while previous[node] is not None:

@@ -180,6 +180,7 @@ def summarise_training(report: dict) -> dict[str, Any]:
         "success_rate": float(rate or 0.0), "rate_source": source,
         "steps": int(report.get("steps_used") or 0) + int(report.get("eval_steps") or 0),
         "curve_start": curve[0] if curve else None, "curve_end": curve[-1] if curve else None,
+        "episode_outcomes": report.get("outcome_summary"),  # how episodes ended: deaths by cause, the step limit
         "coded_action_counts": report.get("coded_action_counts", {}),
         "coded_action_failures": report.get("coded_action_failures", {}),
         "errors": ([report["error"]] if report.get("error") else []) + list(report.get("coded_action_errors", []))[:5],

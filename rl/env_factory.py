@@ -17,7 +17,7 @@ import numpy as np
 
 from envs.seeds import EVAL_SEED_BASE, check_training_seed
 from rl.coded_sources import agent_code
-from rl.options import CodedActionsWrapper, GameForwarding
+from rl.options import CodedActionsWrapper, GameForwarding, step_requests_of
 
 
 class SuccessTermination(GameForwarding):
@@ -89,7 +89,9 @@ class TrainingSeeds(GameForwarding):
         self.env.get_wrapper_attr("prepare_reset")(seed=check_training_seed(self._seed_of(self._episode)))
 
 
-TRAINER_KEYS = ("primitive_steps", "option_reward", "action_mask", "coded_call", "coded_error", "success")
+# death_cause is there only on the step an episode ends in a death: it costs nothing on the others
+TRAINER_KEYS = ("primitive_steps", "option_reward", "action_mask", "coded_call", "coded_error", "success",
+                "death_cause")
 
 
 class TrainerInfo(gym.Wrapper):
@@ -101,6 +103,11 @@ class TrainerInfo(gym.Wrapper):
 
     def step(self, action):
         obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, reward, terminated, truncated, {k: info[k] for k in TRAINER_KEYS if k in info}
+
+    def step_requests(self, action):
+        """`step` as a step coroutine, passing the wrapped env's through (rl.options.OverlappedSyncVectorEnv)."""
+        obs, reward, terminated, truncated, info = yield from step_requests_of(self.env, action)
         return obs, reward, terminated, truncated, {k: info[k] for k in TRAINER_KEYS if k in info}
 
 

@@ -12,12 +12,16 @@ calls and errors they report. ``StepAllowance`` lets a trainer cut coded calls t
 """
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Generator
+from copy import deepcopy
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.vector.utils import concatenate, iterate
 
-from envs.coded import LocalActions
+from envs.coded import LocalActions, StepCoroutine, ask_later, drive, option_steps
 
 
 class GameForwarding(gym.Wrapper):
@@ -98,6 +102,7 @@ class CodedActionsWrapper(GameForwarding):
         self.call_counts = {a.name: 0 for a in self.coded_actions}
         self.failure_counts = {a.name: 0 for a in self.coded_actions}
         self.allowance: StepAllowance | None = None
+        self._longest_call = max((a.max_steps for a in self.coded_actions), default=1)
 
     def close(self):
         close = getattr(self.driver, "close", None)
@@ -109,13 +114,24 @@ class CodedActionsWrapper(GameForwarding):
         """Cut coded calls to the trainer's budget (see StepAllowance); None lifts the limit."""
         self.allowance = allowance
 
+    def may_cut_calls(self) -> bool:
+        """Whether the trainer's allowance may cut a call of this vector step short: then its envs step one
+        after another, as the allowance's rule assumes (OverlappedSyncVectorEnv)."""
+        a = self.allowance
+        return a is not None and a.left is not None and a.left < a.pending * (self._longest_call + 1)
+
     @property
     def action_names(self) -> list[str]:
         return self.primitive_actions + [a.name for a in self.coded_actions]
 
     def action_mask(self) -> np.ndarray:
+        return drive(self._mask_steps())
+
+    def _mask_steps(self) -> Generator[Any, None, np.ndarray]:
+        answer = ask_later(self.driver, "mask", self.game)
+        yield answer
         mask = np.ones(self.n_actions, dtype=bool)
-        mask[self.n_primitive:] = self.driver.mask(self.game)  # a raising precondition masks its action
+        mask[self.n_primitive:] = answer.get()  # a raising precondition masks its action
         return mask
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -126,6 +142,11 @@ class CodedActionsWrapper(GameForwarding):
         return obs, info
 
     def step(self, action: Any):
+        return drive(self.step_requests(action))
+
+    def step_requests(self, action: Any) -> StepCoroutine:
+        """`step` as a step coroutine (envs.coded.drive): it yields each sandbox answer it waits for, so that a
+        vector env can step its other envs meanwhile (OverlappedSyncVectorEnv)."""
         a = int(action)
         if not 0 <= a < self.n_actions:
             raise ValueError(f"action {a} is outside Discrete({self.n_actions})")
@@ -135,16 +156,17 @@ class CodedActionsWrapper(GameForwarding):
             info = dict(info)
             info.update(primitive_steps=1, option_reward=float(reward), coded_call="", coded_error="")
         else:
-            obs, reward, terminated, truncated, info = self._run_coded(self.coded_actions[a - self.n_primitive], cap)
+            obs, reward, terminated, truncated, info = yield from self._coded_steps(
+                self.coded_actions[a - self.n_primitive], cap)
         if self.allowance is not None:
             self.allowance.spend(info["primitive_steps"])
-        info["action_mask"] = self.action_mask()
+        info["action_mask"] = yield from self._mask_steps()
         return obs, reward, terminated, truncated, info
 
-    def _run_coded(self, action, cap: int | None = None):
+    def _coded_steps(self, action, cap: int | None = None) -> StepCoroutine:
         self.call_counts[action.name] += 1
         limit = action.max_steps if cap is None else min(action.max_steps, cap)
-        outcome = self.driver.execute(self.env, action.name, gamma=self.gamma, max_steps=limit)
+        outcome = yield from option_steps(self.env, self.driver, action.name, gamma=self.gamma, max_steps=limit)
         error = outcome.error or ("precondition failed: the action cannot run here"
                                   if outcome.precondition_failed else "")
         if error:
@@ -161,6 +183,61 @@ class CodedActionsWrapper(GameForwarding):
         return (outcome.obs, float(outcome.discounted_reward), bool(outcome.terminated),
                 bool(outcome.truncated), info)
 
+
+def step_requests_of(env: gym.Env, action: Any) -> StepCoroutine:
+    """``env``'s step as a step coroutine: its own ``step_requests`` where it has one (a CodedActionsWrapper, or a
+    wrapper that passes one through), else its blocking step."""
+    own = getattr(env, "step_requests", None)  # gymnasium wrappers do not forward attributes: only env's own
+    return own(action) if own is not None else _blocking_step(env, action)
+
+
+def _blocking_step(env: gym.Env, action: Any) -> StepCoroutine:
+    return env.step(action)
+    yield  # a generator that never waits
+
+
+class OverlappedSyncVectorEnv(gym.vector.SyncVectorEnv):
+    """SyncVectorEnv (same-step autoreset) that steps its envs' coded calls side by side: whenever an env waits
+    for its sandbox (the next action of a call, the next action mask), it steps the other envs meanwhile, so
+    the sandbox processes work out their answers while this one steps worlds. Each env sees the same actions
+    and its sandbox the same requests in the same order as under SyncVectorEnv, so the results are equal step
+    for step. When the trainer's step allowance may cut a call short, the envs step one after another (the
+    allowance's rule depends on that order)."""
+
+    def __init__(self, env_fns, **kwargs):
+        super().__init__(env_fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP, **kwargs)
+        self._may_cut = []  # one per env with coded actions (a CodedActionsWrapper in its stack)
+        for env in self.envs:
+            try:
+                self._may_cut.append(env.get_wrapper_attr("may_cut_calls"))
+            except AttributeError:
+                pass
+        self._overlap = bool(self._may_cut)  # without coded actions no env ever waits: SyncVectorEnv's own step
+
+    def step(self, actions):
+        if not self._overlap or any(may_cut() for may_cut in self._may_cut):
+            return super().step(actions)
+        runs = [step_requests_of(env, a) for env, a in zip(self.envs, iterate(self.action_space, actions))]
+        results: list[Any] = [None] * self.num_envs
+        waiting = deque(range(self.num_envs))
+        while waiting:  # round robin: resume an env, which reads its answer, steps and sends its next request
+            i = waiting.popleft()
+            try:
+                next(runs[i])
+                waiting.append(i)
+            except StopIteration as stop:
+                results[i] = stop.value
+        infos: dict[str, Any] = {}
+        for i, env in enumerate(self.envs):  # then as SyncVectorEnv.step: autoreset, batched infos in env order
+            (self._env_obs[i], self._rewards[i], self._terminations[i], self._truncations[i], info) = results[i]
+            if self._terminations[i] or self._truncations[i]:
+                infos = self._add_info(infos, {"final_obs": self._env_obs[i], "final_info": info}, i)
+                self._env_obs[i], info = env.reset()
+            infos = self._add_info(infos, info, i)
+        self._observations = concatenate(self.single_observation_space, self._env_obs, self._observations)
+        self._autoreset_envs = np.logical_or(self._terminations, self._truncations)
+        return (deepcopy(self._observations) if self.copy else self._observations, np.copy(self._rewards),
+                np.copy(self._terminations), np.copy(self._truncations), infos)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ import torch
 import torch.nn as nn
 
 from rl.options import CodedStats, info_column, infos_of_this_step, next_action_mask, share_allowance
-from rl.run_log import RunLogger, curve_row
+from rl.run_log import RunLogger, curve_row, episode_outcome, outcome_counts
 
 
 # ---- Settings -------------------------------------------------------------------------------------
@@ -333,7 +333,7 @@ class Segment:
     rollout: Rollout
     next_value: Any
     steps_used: int
-    episodes: list  # (primitive steps into this rollout, return, length, success)
+    episodes: list  # (primitive steps into this rollout, return, length, success, outcome: rl.run_log.episode_outcome)
     coded: CodedStats
 
 
@@ -407,8 +407,11 @@ class Collector:
             coded.count_step(act_np, spec.n_primitive, step_info, N)
             if done.any():
                 success = info_column(step_info, "success", N, np.nan)
+                causes = step_info.get("death_cause")  # there only when an env's player died on this step
                 for i in np.flatnonzero(done):
-                    episodes.append((used, float(self.ep_ret[i]), int(self.ep_len[i]), float(success[i])))
+                    cause = causes[i] if causes is not None and step_info["_death_cause"][i] else None
+                    episodes.append((used, float(self.ep_ret[i]), int(self.ep_len[i]), float(success[i]),
+                                     episode_outcome(success[i], bool(term[i]), cause)))
                     self.ep_ret[i], self.ep_len[i] = 0.0, 0
             t_used = t + 1
             if used >= budget:
@@ -685,7 +688,7 @@ def train_loop(s: PPOSettings, spec: CollectorSpec, collect: Collect, device: to
     log = RunLogger(s, run_name, total=s.total_steps)
     start = time.time()  # the clock includes the first reset (world generation), as SB3's learn() does
 
-    episodes: list[tuple[int, float, int, float]] = []  # (global_step, return, length, success)
+    episodes: list[tuple[int, float, int, float, str]] = []  # (global_step, return, length, success, outcome)
     coded = CodedStats(spec.coded_names)
     global_step, update = 0, 0
     collect_s = update_s = 0.0  # where the time goes: rollouts (envs + acting) and updates (learning)
@@ -700,7 +703,7 @@ def train_loop(s: PPOSettings, spec: CollectorSpec, collect: Collect, device: to
         t1 = time.perf_counter()
         _keep_threads(s.torch_threads)
         for seg in segments:
-            episodes.extend((global_step + at, ret, length, succ) for at, ret, length, succ in seg.episodes)
+            episodes.extend((global_step + at, ret, length, succ, end) for at, ret, length, succ, end in seg.episodes)
             coded.merge(seg.coded)
         global_step += sum(seg.steps_used for seg in segments)
 
@@ -714,6 +717,8 @@ def train_loop(s: PPOSettings, spec: CollectorSpec, collect: Collect, device: to
     log.close()
     return agent, dict(steps_used=global_step, wall_time_s=wall, collect_time_s=collect_s, update_time_s=update_s,
                        updates=update, episodes=len(episodes),
+                       episode_outcomes=outcome_counts(e[4] for e in episodes),
+                       recent_episode_outcomes=outcome_counts(e[4] for e in episodes[-s.window:]),
                        coded_action_counts=coded.call_counts(), coded_action_failures=coded.failures,
                        coded_action_errors=coded.errors, **log.summary())
 

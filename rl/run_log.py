@@ -7,6 +7,8 @@ import math
 import re
 import sys
 import time
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,44 @@ def curve_row(episodes: list, window: int, step: int, update: int, elapsed: floa
         "mean_length": float(np.mean([e[2] for e in recent])) if recent else float("nan"),
         "sps": step / max(elapsed, 1e-9),
     }
+
+
+# How a training episode ended, one short string per finished episode (rl.ppo's Collector): its task done, a
+# death with its cause as the env names it (info["death_cause"]: envs.describe.damage_cause's words, the
+# code-test reports' vocabulary), the episode's step limit, or another end (an env that reports neither, such as
+# CartPole's falling pole).
+SUCCEEDED, STEP_LIMIT, OTHER_END, DIED = "succeeded", "step limit", "ended", "died: "
+
+
+def episode_outcome(success: float, terminated: bool, death_cause: Any = None) -> str:
+    """The outcome of an episode that ended on this step; ``success`` NaN where the env reports none. Success
+    comes first: with Crafter's own reward an episode goes on after the task is done, and is counted a success
+    as the learning curve counts it."""
+    if success >= 0.5:  # False for NaN
+        return SUCCEEDED
+    if not terminated:
+        return STEP_LIMIT
+    return DIED + death_cause if isinstance(death_cause, str) and death_cause else OTHER_END
+
+
+def outcome_counts(outcomes: Iterable[str]) -> dict[str, int]:
+    """Outcome -> episodes, the most frequent first (ties by name, so that equal runs give equal reports)."""
+    return dict(sorted(Counter(outcomes).items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def outcomes_text(counts: Mapping[str, int], step_limit: int | None = None) -> str:
+    """'12 succeeded, 30 died (zombie 18, thirst 7, lava 5), 8 hit the 1,000-step limit' from outcome counts."""
+    deaths = {k.removeprefix(DIED): n for k, n in counts.items() if k.startswith(DIED)}
+    limit = f"the {step_limit:,}-step limit" if step_limit else "the step limit"
+    parts = [f"{counts.get(SUCCEEDED, 0)} succeeded"]
+    if deaths:
+        causes = ", ".join(f"{cause} {n}" for cause, n in deaths.items())
+        parts.append(f"{sum(deaths.values())} died ({causes})")
+    if counts.get(STEP_LIMIT):
+        parts.append(f"{counts[STEP_LIMIT]} hit {limit}")
+    if counts.get(OTHER_END):
+        parts.append(f"{counts[OTHER_END]} ended otherwise")
+    return ", ".join(parts)
 
 
 def default_run_dir(name: str) -> Path:

@@ -33,6 +33,10 @@ class TrainResult:
     """of the wall time: advantages and PPO updates"""
     updates: int
     episodes: int
+    episode_outcomes: dict[str, int]
+    """how the finished episodes ended: outcome (rl.run_log.episode_outcome) -> episodes, the most first"""
+    recent_episode_outcomes: dict[str, int]
+    """the same for the last ``window`` episodes (those of the final moving-window success rate)"""
     curve: list[dict[str, float]]
     """one row per update: step, success_rate, mean_return, mean_length (moving window)"""
     coded_action_counts: dict[str, int]

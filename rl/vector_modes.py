@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import gymnasium as gym
 import torch
 
+from rl.options import OverlappedSyncVectorEnv
 from rl.ppo import Agent, Collector, CollectorSpec, Segment
 from rl.vector import BETWEEN_COMMANDS, BatchedVectorEnv, default_context
 
@@ -46,7 +47,7 @@ def make_vector_env(env_fns: list, mode: str, num_workers: int | None = None) ->
         return BatchedVectorEnv(env_fns, num_workers)  # always same-step autoreset
     if mode == "async":
         return gym.vector.AsyncVectorEnv(env_fns, context=default_context(), autoreset_mode=autoreset)
-    return gym.vector.SyncVectorEnv(env_fns, autoreset_mode=autoreset)
+    return OverlappedSyncVectorEnv(env_fns)  # SyncVectorEnv, same-step autoreset
 
 
 def collect_slice(envs: list, state: dict, spec: CollectorSpec, seeds: list, weights: dict,
@@ -57,8 +58,7 @@ def collect_slice(envs: list, state: dict, spec: CollectorSpec, seeds: list, wei
     if "collector" not in state:
         torch.set_num_threads(1)
         # mypy cannot infer a lambda with a default argument
-        local = gym.vector.SyncVectorEnv([lambda e=e: e for e in envs],  # type: ignore[misc]
-                                         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+        local = OverlappedSyncVectorEnv([lambda e=e: e for e in envs])  # type: ignore[misc]
         state["agent"] = Agent(spec.obs_shape, spec.n_actions, spec.hidden_size)
         state["collector"] = Collector(local, spec, seed=seeds)
         state[BETWEEN_COMMANDS] = prepare_resets  # while the learner updates, build the next worlds

@@ -9,11 +9,13 @@ Then it serves requests:
     confine {limits}     apply every layer (sandbox.confine) -> {"r": "confined", "v": {layer: True | why not}}
     load {sources, ...}  run the sources' top level -> {"r": "loaded", "v": [action specs]} | unsafe | load
     begin {name, sync}   start a call of a coded action -> {"r": "act"|"end"|"error"|"precondition", "v": ...}
+                         (with "in": 'main > go_to' when the functions the call is in changed)
     advance {sync}       the step's observation; the call's next action -> the same
     finish {}            close the open call (its `finally` runs) -> {"r": "ok"}
     mask {sync}          every action's precondition -> {"r": "mask", "v": [bool, ...]}
     shape {prev, curr}   the reward-shaping bonus -> {"r": "value", "v": float} or an error
-    (`print` in agent code sends {"print": text} before the reply)
+    (`print` in agent code sends {"print": text} before the reply, and a helper of the game API that stops
+    short during a call sends {"refusal": why} (GameAPI.last_refusal) before it too)
 
 It holds a mirror of the game API, fed observations by the host (`sync`); it never has the simulator,
 the reward or the step count, so whatever the code does here it can only choose actions.
@@ -39,6 +41,8 @@ from sandbox.wire import MAX_TO_CHILD, FrameReader, obs_from_wire, write_frame
 REQUEST_IN, REPLY_OUT = 0, 1
 PRINT_CAP = 500  # characters of one printed line that cross
 TEXT_CAP = 8192  # characters of an error that cross (the host caps again at what a model reads)
+RUNNING_CAP = 200  # characters of 'main > collect_iron > go_to' that cross
+MAX_REFUSALS_TOLD = 20  # per answer: a helper refusing in a loop between two yields says it once or so
 TIMER_SHARE = 0.8  # of the host's deadline: the code is interrupted (with its line) before it is killed
 
 
@@ -69,6 +73,9 @@ class Server:
         self.stepper = CallStepper([])
         self.shaping: Callable[[dict, dict], float] | None = None
         self.shaping_source: str | None = None
+        self.refusals: list[str] = []  # each reason a helper stops short, for the host (tell_refusals)
+        self.game._refusals = self.refusals
+        self.running_told = ""  # the functions the open call was last said to be in
 
     def send(self, message: dict) -> None:
         write_frame(REPLY_OUT, message)
@@ -133,10 +140,14 @@ class Server:
     def _handle(self, request: dict) -> dict:
         op = request.get("op")
         self.sync(request)
+        self.refusals.clear()  # only what this request's call does is told (even a precondition may run helpers)
         if op == "begin":
+            self.running_told = ""
             kind, value = self.stepper.begin(str(request["name"]), self.game)
+            self.tell_refusals()
         elif op == "advance":
             kind, value = self.stepper.advance()
+            self.tell_refusals()
         elif op == "finish":
             self.stepper.finish()
             kind, value = "ok", None
@@ -146,7 +157,21 @@ class Server:
             kind, value = self.shape(request["prev"], request["curr"])
         else:
             kind, value = "error", f"unknown request {op!r}"
-        return {"r": kind, "v": value}
+        reply = {"r": kind, "v": value}
+        if kind == "act":  # where in the code the call is, when that changed (the host labels its trace)
+            running = self.stepper.running()[:RUNNING_CAP]
+            if running != self.running_told:
+                reply["in"] = self.running_told = running
+        return reply
+
+    def tell_refusals(self) -> None:
+        """Each reason a helper stopped short since the last answer, once where it repeats itself."""
+        told = None
+        for text in self.refusals[:MAX_REFUSALS_TOLD]:
+            if text != told:
+                self.send({"refusal": str(text)[:PRINT_CAP]})
+                told = text
+        self.refusals.clear()
 
     def shape(self, prev: dict, curr: dict) -> tuple[str, object]:
         if self.shaping is None:

@@ -41,6 +41,7 @@ MAX_PRINTS_PER_CALL = 10_000  # print lines passed on per call (the trace keeps 
 # would otherwise keep the host reading, and its prints add up over a call's steps).
 MAX_PRINTS_PER_REQUEST = 10_000
 MAX_BYTES_PER_REQUEST = 16 << 20
+_READ_GRACE_S = 0.05  # to read an answer that is due already (see AgentCode._receive)
 _warned: set[str] = set()
 # The sets of missing layers this run has warned about (';'-separated), for the processes it starts later
 # (PPO's workers, a local Ray): set by the process that warned, so that a run warns once, not once per worker.
@@ -118,7 +119,12 @@ class AgentCode:
         self._open_call = False
         self._next_id = 0
         self._on_print: Callable[[str], None] | None = None
+        self._on_refusal: Callable[[str], None] | None = None
         self._prints = 0
+        self.running = ""  # the functions the open call is in, as its last answer said ('main > go_to')
+        self._pending: Pending | None = None  # the answer of a request sent and not read yet (*_later)
+        # the request sent and not answered yet: (deadline, timeout, kind, the game state it brought)
+        self._in_flight: tuple[float, float, str, Any] | None = None
         self._start(first=True)
 
     # ---- what the code defines ------------------------------------------------------------
@@ -134,12 +140,23 @@ class AgentCode:
     # ---- the driver interface of envs.coded.run_option ------------------------------------
 
     def begin(self, name: str, game) -> Reply:
-        if not self._ensure():
-            return "error", self.last_failure
-        return self._call_step(self._ask({"op": "begin", "name": name}, game))
+        return self.begin_later(name, game).get()
 
     def advance(self, game) -> Reply:
-        return self._call_step(self._ask({"op": "advance"}, game))
+        return self.advance_later(game).get()
+
+    # The same requests, answered later (envs.coded.option_steps): each is sent at once and its answer read by
+    # `get()` or by the next request of any kind, under the request's own deadline. One request is in
+    # flight at a time, in the order they were made: the process sees exactly what the blocking calls send.
+
+    def begin_later(self, name: str, game) -> Pending:
+        self.running = ""
+        if not self._ensure():
+            return Pending(None, ("error", self.last_failure))
+        return self._request({"op": "begin", "name": name}, game, self._call_step)
+
+    def advance_later(self, game) -> Pending:
+        return self._request({"op": "advance"}, game, self._call_step)
 
     def _call_step(self, answer: Reply | None) -> Reply:
         """A call's answer, checked: an action name, the end, or an error text; anything else ends it."""
@@ -150,35 +167,59 @@ class AgentCode:
         return answer or ("error", self.last_failure)
 
     def finish(self) -> None:
+        self._settle()  # whether a call is open is known once its last answer is read
         if self._open_call and self._proc is not None:
             self._open_call = False
             self._ask({"op": "finish"}, None)
 
     def execute(self, env, name: str, gamma: float = 0.99, max_steps: int | None = None,
-                on_step: Callable | None = None, on_print: Callable[[str], None] | None = None) -> OptionOutcome:
-        """One call of coded action `name` in `env`, stepped here (envs.coded.run_option)."""
+                on_step: Callable | None = None, on_print: Callable[[str], None] | None = None,
+                on_refusal: Callable[[str], None] | None = None) -> OptionOutcome:
+        """One call of coded action `name` in `env`, stepped here (envs.coded.run_option). `on_print` gets each
+        line the code prints, `on_refusal` why a helper of the game API stopped short (GameAPI.last_refusal)."""
         spec = next((s for s in self.specs if s.name == name), None)
         limit = max_steps if max_steps is not None else (spec.max_steps if spec else 1)
-        self._on_print, self._prints = on_print, 0
+        self._on_print, self._on_refusal, self._prints = on_print, on_refusal, 0
         try:
             return run_option(env, self, name, gamma=gamma, on_step=on_step, max_steps=limit)
         finally:
-            self._on_print = None
+            self._on_print = self._on_refusal = None
 
     # ---- preconditions and shaping ----------------------------------------------------------
 
     def mask(self, game) -> list[bool]:
         """Whether each coded action's precondition holds now. An action without one is always allowed
         (no round trip when none has one); a broken sandbox allows none of them."""
+        return self.mask_later(game).get()
+
+    def mask_later(self, game) -> Pending:
         if not any(s.has_precondition for s in self.specs):
-            return [True] * len(self.specs)
-        if self._ensure():
-            answer = self._ask({"op": "mask"}, game)
-            if answer is not None and answer[0] == "mask" and _is_mask(answer[1], len(self.specs)):
-                return [bool(v) for v in answer[1]]
-            if answer is not None:
-                self._fail(f"the sandbox answered a mask request with {clean_text(answer, 200)}")
+            return Pending(None, [True] * len(self.specs))
+        if not self._ensure():
+            return Pending(None, [False] * len(self.specs))
+        return self._request({"op": "mask"}, game, self._mask_answer)
+
+    def _mask_answer(self, answer: Reply | None) -> list[bool]:
+        if answer is not None and answer[0] == "mask" and _is_mask(answer[1], len(self.specs)):
+            return [bool(v) for v in answer[1]]
+        if answer is not None:
+            self._fail(f"the sandbox answered a mask request with {clean_text(answer, 200)}")
         return [False] * len(self.specs)
+
+    def _request(self, message: dict, game, read: Callable[[Reply | None], Any]) -> Pending:
+        """Send `message`; its answer, checked by `read` (which gets None when the process failed), comes
+        later."""
+        if not self._send(message, game):
+            return Pending(None, read(None))
+        self._pending = Pending(self, read=read)
+        return self._pending
+
+    def _settle(self) -> None:
+        """Read the answer of the request in flight, if any, into its Pending."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.value = pending.read(self._receive())
+            pending.code = None
 
     def shape(self, prev: dict[str, Any], curr: dict[str, Any]) -> float:
         """The shaping bonus for one step, a finite float; RuntimeError (with the agent's error) when it cannot
@@ -206,7 +247,10 @@ class AgentCode:
     def close(self) -> None:
         if self._proc is not None:
             launch.stop_process(self._proc)
-        self._proc, self._reader, self._point = None, None, None
+        self._proc, self._reader, self._point, self._in_flight = None, None, None, None
+        pending, self._pending = self._pending, None
+        if pending is not None:  # its answer will never come
+            pending.value, pending.code = pending.read(None), None
 
     def __enter__(self) -> AgentCode:
         return self
@@ -309,9 +353,16 @@ class AgentCode:
     def _ask(self, message: dict, game, timeout: float | None = None, kind: str = "request") -> Reply | None:
         """Send one request (bringing the mirror in step with `game` first) and read its answer; None when
         the process failed (then it is stopped and `last_failure` says why)."""
+        return self._receive() if self._send(message, game, timeout, kind) else None
+
+    def _send(self, message: dict, game, timeout: float | None = None, kind: str = "request") -> bool:
+        """Send one request; False when the process failed. The answer of a request still in flight is read
+        first: one request at a time crosses, in the order they were made."""
+        self._settle()
         if self._proc is None or self._reader is None:  # the two are set and cleared together
-            return None
+            return False
         assert self._proc.stdin is not None  # started with stdin=PIPE
+        point = None
         if game is not None:
             point = game._sync_point()
             update = game._catch_up(self._point)
@@ -321,40 +372,65 @@ class AgentCode:
         message = dict(message, id=self._next_id)
         timeout = timeout or self.limits.step_timeout_s
         deadline = time.monotonic() + timeout
-        received, prints = self._reader.received, 0
         try:
             write_frame(self._proc.stdin.fileno(), message, deadline)
+        except ProtocolError as exc:
+            self._protocol_failed(exc, timeout, kind)
+            return False
+        self._in_flight = (deadline, timeout, kind, point)
+        return True
+
+    def _receive(self) -> Reply | None:
+        """The answer of the request in flight (`_send`); None when the process failed."""
+        if self._in_flight is None or self._reader is None:
+            return None
+        deadline, timeout, kind, point = self._in_flight
+        self._in_flight = None
+        # An answer that came while this process did other work counts as on time: the process had its
+        # whole deadline, and a read of what is there already is instant.
+        deadline = max(deadline, time.monotonic() + _READ_GRACE_S)
+        received, prints = self._reader.received, 0
+        try:
             while True:
                 answer = self._reader.read(deadline)  # the deadline holds on every read, full pipe or not
-                prints += "print" in answer
+                aside = "print" in answer or "refusal" in answer  # said along the way, before the answer
+                prints += aside
                 flood = self._flood(prints, self._reader.received - received)
                 if flood is not None:
                     self.last_failure_timed_out = False
                     self._fail(flood)
                     return None
-                if "print" not in answer:
+                if not aside:
                     break
-                self._printed(answer["print"])
+                if "print" in answer:
+                    self._printed(answer["print"])
+                elif self._on_refusal is not None:
+                    self._on_refusal(clean_text(answer["refusal"], 300))
                 if time.monotonic() >= deadline:  # and on every frame
                     raise ProtocolError("no answer before the deadline", timed_out=True)
         except ProtocolError as exc:
-            self.last_failure_timed_out = exc.timed_out
-            if exc.timed_out:
-                self._fail(f"no answer within {timeout:g} s: an endless loop, or code that does not yield"
-                           if kind == "request" else
-                           f"timed out after {timeout:g} s while loading: the top level never finished")
-            else:
-                self._fail(f"the sandbox process failed ({exc}){self._exit_note()}")
+            self._protocol_failed(exc, timeout, kind)
             return None
         if answer.get("id") != self._next_id or not isinstance(answer.get("r"), str):
             self._fail("the sandbox process answered out of turn (the code wrote to its channel)")
             return None
-        if game is not None:
+        if point is not None:
             self._point = point
+        if "in" in answer:
+            self.running = clean_text(answer["in"], 200)
         value = answer.get("v")
         # the boundary: every text the process sends is cleaned here, once (prints in _printed; the values
         # of other shapes are checked by each caller, and the texts in them cleaned there)
         return answer["r"], clean_text(value) if isinstance(value, str) else value
+
+    def _protocol_failed(self, exc: ProtocolError, timeout: float, kind: str) -> None:
+        self.last_failure_timed_out = exc.timed_out
+        if exc.timed_out:
+            self._fail(f"no answer within {timeout:g} s: an endless loop, or code that does not yield"
+                       if kind == "request" else
+                       f"timed out after {timeout:g} s while loading: the top level never finished")
+        else:
+            self._fail(f"the sandbox process failed ({exc}){self._exit_note()}")
 
     @staticmethod
     def _flood(prints: int, received: int) -> str | None:
@@ -406,6 +482,21 @@ class AgentCode:
         except OSError:
             return ""
         return f": {clean_text(tail, 600)}" if tail else ""
+
+
+class Pending:
+    """The answer of a request sent with one of AgentCode's `*_later` methods: `get()` reads it, at once when it
+    is known (`code` is None then)."""
+
+    __slots__ = ("code", "read", "value")
+
+    def __init__(self, code: AgentCode | None, value: Any = None, read: Callable[[Reply | None], Any] = lambda a: a):
+        self.code, self.value, self.read = code, value, read
+
+    def get(self) -> Any:
+        if self.code is not None:
+            self.code._settle()  # fills value and clears code (also when the process fails: close)
+        return self.value
 
 
 def _is_call_step(answer: Reply) -> bool:

@@ -116,6 +116,23 @@ def test_truncation_at_max_steps_and_crafter_reward_kind():
     assert all(not o[2] for o in outcomes)
 
 
+def test_a_death_is_named_in_the_info_as_the_code_test_report_names_it():
+    from tools.run_code import run_code
+
+    env = CrafterEnv("collect_diamond", max_steps=2000)
+    env.reset(seed=0)
+    for _ in range(2000):  # standing still on the grass: the first night's zombies kill the player
+        _, _, terminated, truncated, info = env.step(ACTION_INDEX["noop"])
+        if terminated or truncated:
+            break
+        assert "death_cause" not in info  # only on the step the player dies
+    assert terminated and info["inventory"]["health"] <= 0
+    report = run_code("def main(game):\n    while True:\n        yield 'noop'\n", task="collect_diamond", seed=0,
+                      max_steps=2000)
+    assert report.ended == "died" and report.steps == env.episode_steps
+    assert info["death_cause"] == report.death_cause == "zombie"
+
+
 def test_seed_ranges_keep_evaluation_apart():
     assert min(eval_seeds(3)) == EVAL_SEED_BASE
     assert max(train_seeds(10)) < EVAL_SEED_BASE

@@ -229,3 +229,111 @@ def test_no_mirror_update_carries_the_world_seed(path):
     _ints_and_digits(held, found, texts)
     found |= set(mirror._rng.getstate()[1])
     assert not found & _world_values(WORLD_SEED)
+
+
+# --- the searches read the memory through fast paths; they answer as a plain reading would ------------
+
+def _plain_walkable(game, pos):
+    from envs.observation import WALKABLE
+
+    return game.material_at(pos) in WALKABLE
+
+
+def _plain_search(game, is_goal, moves):
+    """Breadth-first search written the plain way (tile by tile through material_at): the oracle."""
+    from collections import deque
+
+    start, blocked = game.pos, game._creature_positions()
+    previous = {start: None}
+    queue = deque([start])
+    while queue:
+        cur = queue.popleft()
+        if cur != start and is_goal(cur):
+            path = []
+            while previous[cur] is not None:
+                cur, move = previous[cur]
+                path.append(move)
+            return path[::-1]
+        for d, move in moves:
+            nxt = (cur[0] + d[0], cur[1] + d[1])
+            if nxt not in previous and nxt not in blocked and _plain_walkable(game, nxt):
+                previous[nxt] = (cur, move)
+                queue.append(nxt)
+    return None
+
+
+def _plain_known(game, name):
+    from envs.observation import MATERIAL_IDS
+
+    memory = game._memory
+    found = [(x - 80, y - 80) for x in range(memory.shape[0]) for y in range(memory.shape[1])
+             if memory[x, y] == MATERIAL_IDS.get(name, -1)]
+    px, py = game.pos
+    return sorted(found, key=lambda p: (abs(p[0] - px) + abs(p[1] - py), p))
+
+
+def test_fast_memory_reads_answer_as_the_plain_ones():
+    """known(), the breadth-first searches and their goal tests read the memory through a flat view, per
+    material counts and a walkable table; along random walks in several worlds they give what a plain
+    tile-by-tile reading gives (also right after a mirror catches up from a full state)."""
+    import random as _random
+
+    from envs.game_api import GameAPI, _unflat
+    from envs.observation import MOVE_FOR_DIRECTION, UNKNOWN
+
+    rng = _random.Random(0)
+    checked = 0
+    for seed in (1, 2, 3):
+        env = CrafterEnv(task="collect_diamond")
+        env.reset(seed=seed)
+        game = env.game
+        for step in range(160):
+            _, _, terminated, truncated, _ = env.step(
+                ACTION_INDEX[rng.choice(["move_left", "move_right", "move_up", "move_down", "do"])])
+            if terminated or truncated:
+                env.reset(seed=seed + 100)
+            if step % 20:
+                continue
+            mirror = GameAPI()  # caught up from the full state, as a sandbox mirror past its window is
+            mirror._apply({"state": {"helper_seed": 0, "memory": game._memory.tobytes().hex(), "cows": []},
+                           "observe": [game._current()]})
+            for view in (game, mirror):
+                for name in ("tree", "water", "stone", "grass", "diamond", UNKNOWN, "no such thing"):
+                    assert view.known(name) == _plain_known(view, name), (seed, step, name)
+                moves = list(MOVE_FOR_DIRECTION.items())
+                rng.shuffle(moves)
+
+                def frontier(pos, view=view):
+                    return any(view.material_at((pos[0] + dx, pos[1] + dy)) == UNKNOWN
+                               for dx, dy in MOVE_FOR_DIRECTION)
+
+                found = view._search(lambda at: frontier(_unflat(at)), moves=moves)
+                assert found == _plain_search(view, frontier, moves)
+                for target in [(view.pos[0] + 3, view.pos[1] - 2), (view.pos[0] - 7, view.pos[1] + 5)]:
+                    goals = {(target[0] + dx, target[1] + dy) for dx, dy in MOVE_FOR_DIRECTION}
+                    assert view.path_to(target) == _plain_search(view, goals.__contains__,
+                                                                 list(MOVE_FOR_DIRECTION.items()))
+                for wanted in (["tree"], ["water", "grass"], ["table"]):
+                    def near(pos, wanted=wanted, view=view):
+                        return all(any(view.material_at((pos[0] + dx, pos[1] + dy)) == m
+                                       for dx in (-1, 0, 1) for dy in (-1, 0, 1)) for m in wanted)
+
+                    assert view._path_to_spot_near(wanted) == _plain_search(
+                        view, near, list(MOVE_FOR_DIRECTION.items())), (seed, step, wanted)
+                checked += 1
+    assert checked == 3 * 8 * 2
+
+
+def test_a_pickled_or_copied_game_has_its_own_memory():
+    """The flat view of the memory is not pickled: a copy rebuilds it on its own memory (saved envs)."""
+    import copy
+    import pickle
+
+    env = CrafterEnv(task="collect_wood")
+    env.reset(seed=1)
+    for _ in range(5):
+        env.step(ACTION_INDEX["move_left"])
+    for other in (pickle.loads(pickle.dumps(env)).game, copy.deepcopy(env).game):
+        assert other.known("tree") == env.game.known("tree") and other.path_to((0, 9)) == env.game.path_to((0, 9))
+        other._memory[0, 0] = 7
+        assert other.material_at((-80, -80)) != env.game.material_at((-80, -80))

@@ -82,6 +82,9 @@ def test_cartpole_learns_and_writes_its_run_folder(tmp_path):
                    "CartPole-v1")
     assert result.steps_used == 20_000
     assert result.final_mean_return > 50  # a random policy averages about 22; seeds 1-6 reach 62-89 here
+    # CartPole reports neither success nor death: a falling pole is another end, 500 steps the step limit
+    assert set(result.episode_outcomes) <= {"ended", "step limit"} and result.episode_outcomes["ended"] > 0
+    assert sum(result.episode_outcomes.values()) == result.episodes
     run = tmp_path / "cp"
     assert (run / "metrics.csv").exists() and (run / "learning_curve.png").stat().st_size > 1000
     assert any((run / "tb").iterdir())

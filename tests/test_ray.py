@@ -110,7 +110,7 @@ def test_ray_mode_trains_exactly_as_actors_with_the_same_workers(cluster, tmp_pa
     on_actors = run("actors")
     assert 700 <= on_ray.steps_used < 700 + 2 * 2  # the budget, overrun by at most a coded call per env
     assert on_ray.coded_action_counts["noop_twice"] > 0  # the coded action ran, in the actors' sandboxes
-    for field in ("steps_used", "episodes", "updates", "coded_action_counts", "curve"):
+    for field in ("steps_used", "episodes", "episode_outcomes", "updates", "coded_action_counts", "curve"):
         # as JSON: the curve's rates are NaN before the first episode ends, and NaN != NaN
         assert json.dumps(getattr(on_ray, field)) == json.dumps(getattr(on_actors, field)), field
     a = torch.load(on_ray.policy_path, weights_only=False)["state_dict"]

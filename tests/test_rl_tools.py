@@ -16,7 +16,8 @@ from envs.seeds import (
     validation_seeds,
 )
 from rl.evaluate import wilson_interval
-from tools.rl_tools import configure_rl, configure_rl_tool, train_ppo, train_ppo_tool
+from rl.run_log import episode_outcome, outcome_counts, outcomes_text
+from tools.rl_tools import configure_rl, configure_rl_tool, outcome_summary, train_ppo, train_ppo_tool
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "prompts" / "examples"
 
@@ -116,6 +117,74 @@ def test_tool_wrapper_returns_json_content_and_the_report_artifact():
     assert msg.artifact.ok
     bad = train_ppo_tool.invoke({"rl_config": {"task": "collect_wood", "ppo": {"total_steps": 5}}})
     assert '"ok":false' in bad and "ppo.total_steps" in bad
+
+
+def test_episode_outcomes_are_counted_and_told_in_words():
+    nan = float("nan")
+    ends = [episode_outcome(1.0, True), episode_outcome(0.0, True, "zombie"), episode_outcome(0.0, True, "thirst"),
+            episode_outcome(0.0, True, "zombie"), episode_outcome(0.0, False), episode_outcome(nan, True),
+            episode_outcome(1.0, False), episode_outcome(nan, False, None)]
+    # success first (Crafter's own reward plays on after it), a death by its cause, the step limit, anything else
+    assert ends == ["succeeded", "died: zombie", "died: thirst", "died: zombie", "step limit", "ended", "succeeded",
+                    "step limit"]
+    counts = outcome_counts(ends)
+    assert list(counts.items()) == [("died: zombie", 2), ("step limit", 2), ("succeeded", 2), ("died: thirst", 1),
+                                    ("ended", 1)]  # the most first, ties by name
+    assert outcomes_text(counts, 1000) == ("2 succeeded, 3 died (zombie 2, thirst 1), 2 hit the 1,000-step limit, "
+                                           "1 ended otherwise")
+    assert outcomes_text({"died: skeleton arrow": 1}) == "0 succeeded, 1 died (skeleton arrow 1)"
+    assert outcome_summary(counts, outcome_counts(ends[-3:]), 1000) == (
+        "last 3 episodes: 1 succeeded, 1 hit the 1,000-step limit, 1 ended otherwise; "
+        "all 8: 2 succeeded, 3 died (zombie 2, thirst 1), 2 hit the 1,000-step limit, 1 ended otherwise")
+    assert outcome_summary(counts, counts, 1000).startswith("all 8 episodes: 2 succeeded, 3 died")
+    assert outcome_summary({}, {}) == "no training episode finished"
+
+
+WAIT = '''
+def wait(game):
+    """Stand still for a while."""
+    for _ in range(100):
+        yield "noop"
+'''
+
+
+def _is_death_cause(cause: str) -> bool:
+    """envs.describe.damage_cause's words: a hit, or the empty status bars named together."""
+    bars = set(cause.replace(" and ", ", ").split(", "))
+    return cause in ("lava", "zombie", "skeleton arrow", "unknown") or bars <= {"starvation", "thirst", "exhaustion"}
+
+
+def test_train_ppo_reports_how_episodes_ended_and_what_killed_the_player(tmp_path, monkeypatch):
+    """Standing still for most of the first night gets the player killed: in the actors' worker processes the env
+    names each death's cause, and the report counts every finished episode once."""
+    from nodes.attempts import summarise_training
+    from prompts.templates import messages_for
+
+    monkeypatch.setattr("rl.vector.usable_cpus", lambda: 2)  # two worker processes, whatever the machine
+    config = {"task": "collect_diamond", "coded_actions": [WAIT], "eval_episodes": 0, "max_episode_steps": 300,
+              "ppo": {"total_steps": 1500, "num_envs": 2, "num_steps": 16, "vector_mode": "actors", "num_workers": 2,
+                      "coded_prior": 0.9, "window": 4, "progress": "none"}}
+    trained = train_ppo_tool.invoke({"type": "tool_call", "id": "1", "name": "train_ppo",
+                                     "args": {"rl_config": config, "run_dir": str(tmp_path / "run")}})
+    report = trained.artifact
+    assert report.ok, report.error
+    assert report.episodes > 4 and sum(report.episode_outcomes.values()) == report.episodes
+    assert sum(report.recent_episode_outcomes.values()) == 4
+    deaths = {k.removeprefix("died: "): n for k, n in report.episode_outcomes.items() if k.startswith("died: ")}
+    assert deaths and all(_is_death_cause(c) for c in deaths), report.episode_outcomes
+    assert set(report.episode_outcomes) - {"died: " + c for c in deaths} <= {"succeeded", "step limit"}
+    died = sum(deaths.values())
+    assert f"all {report.episodes}: {report.episode_outcomes.get('succeeded', 0)} succeeded, {died} died (" in (
+        report.outcome_summary)
+    if "step limit" in report.episode_outcomes:
+        assert f"{report.episode_outcomes['step limit']} hit the 300-step limit" in report.outcome_summary
+    # what the model reads: the tool's JSON, and the critic's facts of the training
+    assert json.loads(trained.content)["outcome_summary"] == report.outcome_summary
+    result = summarise_training(report.model_dump(mode="json"))
+    assert result["episode_outcomes"] == report.outcome_summary
+    critic = messages_for("critic", {"subtask": "collect_diamond", "sub_action": {"name": "x", "kind": "rl"},
+                                     "result": result})
+    assert f"episode_outcomes {report.outcome_summary}" in critic[1].content
 
 
 @pytest.mark.slow

@@ -260,3 +260,21 @@ def test_tool_works_through_langgraph_tool_node():
     assert isinstance(message.artifact, CodeRunReport) and message.artifact.ok
     assert "steps used: 1" in message.content
     assert run_code_in_env.args_schema.model_json_schema()["required"] == ["code"]
+
+
+def test_the_trace_says_which_functions_the_code_was_in():
+    """Each step line says where the code was when it chose the action (its own functions and the game
+    API's helpers, outermost first) where that changed, so a repair can tell which part of a chain acted."""
+    code = ("def walk(game):\n"
+            "    for _ in range(3):\n"
+            "        yield from game.explore(2)\n"
+            "\n"
+            "def main(game):\n"
+            "    yield from walk(game)\n"
+            "    yield 'noop'\n")
+    report = run_code(code, task="collect_wood", seed=0, max_steps=12)
+    assert report.ok, report.error
+    lines = report.trace.splitlines()
+    assert lines[0] == "step 1: move_up (in main > walk > explore)"
+    assert "(in" not in lines[1]  # unchanged: not repeated
+    assert lines[6].startswith("step 7: noop (in main)")

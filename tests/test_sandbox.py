@@ -257,6 +257,24 @@ def test_mask_asks_the_preconditions_and_no_round_trip_without_any():
         assert code.mask(env.game) == [True]
 
 
+def test_an_answer_read_late_counts():
+    """A request sent now and read later (AgentCode.*_later) has its deadline from when it was sent: an answer
+    that came while the host did other work for longer than the deadline is read, not taken for a hang.
+    (A process that never answers is stopped at the deadline: tests/test_hostile.py, through the same path.)"""
+    source = ("from envs.coded import coded_action\n"
+              "@coded_action(precondition=lambda game: game.has('wood'))\n"
+              "def place(game):\n    yield 'place_table'\n" + WALK)
+    env = _env()
+    with AgentCode([source], limits=SandboxLimits(step_timeout_s=0.3)) as code:
+        later = code.mask_later(env.game)
+        time.sleep(0.8)  # the host steps other envs meanwhile
+        assert later.get() == [False, True]
+        assert code.alive and code.restarts == 0 and code.last_failure is None
+        first = code.begin_later("main", env.game)
+        second = code.mask_later(env.game)  # a new request reads the one before it first, in order
+        assert first.get() == ("act", "move_left") and second.get() == [False, True]
+
+
 def test_invalid_limits_are_refused():
     with pytest.raises(ValueError, match="step_timeout_s"):
         SandboxLimits(step_timeout_s=0)

@@ -15,12 +15,13 @@ import numpy as np
 
 from envs.coded import as_coded_action, execute
 from envs.crafter_env import CrafterEnv
-from envs.game_api import GameAPI
-from envs.observation import MATERIAL_IDS, PlayerObservation
+from envs.game_api import PLACE_RECIPES, GameAPI
+from envs.observation import DIRECTIONS, MATERIAL_IDS, WALKABLE, PlayerObservation
 from envs.seeds import train_seeds
 from graph.evaluation.coded import pure_code_program
 from prompts.fewshot import chain_source
 from sandbox.loader import load_coded_actions
+from tools.run_code import run_code
 
 LETTERS = {"S": "stone", "P": "path", "G": "grass", "T": "tree", "W": "water", "B": "table"}
 
@@ -63,7 +64,8 @@ def test_a_two_tile_pocket_walled_in_by_known_solid_tiles_is_a_shelter():
 
 def test_a_shelter_site_needs_a_pickaxe_for_stone_and_something_to_seal_with():
     hillside = ["GGGGGSSSS"] * 7  # the player stands on grass at the foot of a stone hill
-    assert _game(hillside)._shelter_site(60) is None  # no pickaxe: the stone cannot be dug
+    assert _game(hillside)._shelter_site(60) == (  # no pickaxe: the stone cannot be dug
+        "shelter: needs a wood pickaxe (to dig the pocket, and to mine the way out again)")
     entrance, direction = _game(hillside, wood_pickaxe=1)._shelter_site(60)
     assert (entrance, direction) == ((0, 0), (1, 0))  # dig two tiles into the hill from where it stands
 
@@ -71,7 +73,9 @@ def test_a_shelter_site_needs_a_pickaxe_for_stone_and_something_to_seal_with():
 def test_a_shelter_site_needs_a_way_out_again():
     """Tables, trees and water cannot be mined: a pocket walled and sealed only with them is a tomb."""
     grove = ["TTTTTTTTT", "TTTTTTTTT", "TTTTTTTTT", "TTTTGGGTT", "TTTTTTTTT", "TTTTTTTTT", "TTTTTTTTT"]
-    assert _game(grove, wood=5, wood_pickaxe=1)._shelter_site(60) is None  # a table seal, no stone anywhere
+    assert _game(grove, wood=5, wood_pickaxe=1)._shelter_site(60) == (  # a table seal, no stone anywhere
+        "shelter: the pocket at (0, 0) has no stone wall to mine the way out again, and no stone is held to seal it "
+        "with")
     assert _game(grove, wood=5, wood_pickaxe=1, stone=1)._shelter_site(60) == ((0, 0), (1, 0))  # a stone seal
     stone_side = [row if i != 2 else "TTTTTSSTT" for i, row in enumerate(grove)]
     assert _game(stone_side, wood=5, wood_pickaxe=1)._shelter_site(60) == ((0, 0), (1, 0))  # a stone wall
@@ -152,3 +156,204 @@ def test_shelter_walls_the_player_in_and_leave_shelter_opens_the_way():
         execute(env, as_coded_action(_leave), max_steps=5)
         assert not env.game.is_sheltered() and _zombie_reachable_tiles(env) > 2
     assert sheltered >= 5
+
+
+# -- why a helper did nothing: GameAPI.last_refusal ---------------------------------------------------------
+
+
+class _World:
+    """Just enough of Crafter around the player to step the helpers: a move turns the player and steps onto
+    free grass, sand or path without a creature; `do` mines the stone in front into path (+1 stone) when
+    `mines`; place_stone / place_table put one in front and use up its materials. Drawn as 7 rows of 9
+    letters (`_observation`), the player starting at row 3, column 4, facing down; grass beyond them."""
+
+    def __init__(self, rows: list[str], creatures: dict | None = None, mines: bool = True, **inventory):
+        self.tiles = {(x - 4, y - 3): LETTERS[ch] for y, row in enumerate(rows) for x, ch in enumerate(row)}
+        self.creatures = dict(creatures or {})  # absolute position -> name
+        self.mines = mines
+        self.pos, self.facing = (0, 0), (0, 1)
+        self.inventory = {name: 0 for name in crafter_constants.items}
+        self.inventory.update(health=9, food=9, drink=9, energy=9, **inventory)
+
+    def material(self, pos) -> str:
+        return self.tiles.get(pos, "grass")
+
+    def observation(self) -> PlayerObservation:
+        (px, py) = self.pos
+        materials = np.array([[MATERIAL_IDS[self.material((px + dx, py + dy))] for dy in range(-3, 4)]
+                              for dx in range(-4, 5)], dtype=np.uint8)
+        creatures = tuple((name, x - px, y - py) for (x, y), name in self.creatures.items()
+                          if abs(x - px) <= 4 and abs(y - py) <= 3)
+        return PlayerObservation(materials=materials, creatures=creatures, inventory=dict(self.inventory),
+                                 facing=self.facing, pos=self.pos, daylight=1.0, sleeping=False, episode_step=0,
+                                 achievements=frozenset())
+
+    def step(self, action: str) -> None:
+        front = (self.pos[0] + self.facing[0], self.pos[1] + self.facing[1])
+        if action.startswith("move_"):
+            self.facing = DIRECTIONS[action.removeprefix("move_")]
+            target = (self.pos[0] + self.facing[0], self.pos[1] + self.facing[1])
+            if self.material(target) in WALKABLE and target not in self.creatures:
+                self.pos = target
+        elif action == "do" and self.mines and self.material(front) == "stone" and front not in self.creatures:
+            self.tiles[front] = "path"
+            self.inventory["stone"] += 1
+        elif action.startswith("place_"):
+            item = action.removeprefix("place_")
+            self.tiles[front] = item
+            for name, amount in PLACE_RECIPES[item][0].items():
+                self.inventory[name] -= amount
+
+
+def _play(world: _World, helper, before=None, limit: int = 100) -> tuple[list[str], str | None, GameAPI]:
+    """Run one helper call (`helper(game)`, a generator) in `world`: the actions it took, the refusal it left,
+    the game. `before(world, n)` changes the world before its n-th action (1, 2, ...) takes effect."""
+    game = GameAPI()
+    game._reset(world.observation(), helper_seed=0)
+    actions: list[str] = []
+    for action in helper(game):
+        actions.append(action)
+        if before is not None:
+            before(world, len(actions))
+        world.step(action)
+        game._observe(world.observation())
+        if len(actions) >= limit:
+            break
+    return actions, game.last_refusal, game
+
+
+FIELD = ["G" * 9] * 7
+# a pocket of path right of the player, walled in by stone: (0, 0) is its entrance
+POCKET = ["GGGGGGGGG", "GGGGGGGGG", "GGGGGSSGG", "GGGGGPPSG", "GGGGGSSGG", "GGGGGGGGG", "GGGGGGGGG"]
+# a corridor between trees: the pocket's entrance is (1, 0), one step right of the player
+CORRIDOR = ["TTTTTTTTT", "TTTTTTTTT", "TTTTTTTTT", "TTTTGGPPT", "TTTTTTTTT", "TTTTTTTTT", "TTTTTTTTT"]
+
+
+def test_shelter_walls_the_player_in_and_leaves_no_refusal():
+    world = _World(POCKET, wood_pickaxe=1, stone=1)
+    game = GameAPI()
+    game._reset(world.observation(), helper_seed=0)
+    assert list(game.leave_shelter()) == [] and game.last_refusal == (
+        "leave_shelter: the player is not walled in (nothing to do)")
+    actions, refusal, game = _play(world, _shelter)
+    assert actions == ["move_right", "move_right", "move_left", "place_stone"]
+    assert refusal is None and game.is_sheltered()
+
+
+def test_shelter_says_why_it_did_not_start():
+    def refusal_of(world, max_steps=60):
+        actions, refusal, _ = _play(world, lambda game: game.shelter(max_steps))
+        assert actions == []
+        return refusal
+
+    assert refusal_of(_World(SEALED, wood_pickaxe=1)) == "shelter: the player is already walled in (nothing to do)"
+    assert refusal_of(_World(POCKET, stone=1)) == (
+        "shelter: needs a wood pickaxe (to dig the pocket, and to mine the way out again)")
+    assert refusal_of(_World(POCKET, wood_pickaxe=1, wood=1)) == (
+        "shelter: no stone, nor the wood for a table (wood 2), to close the entrance of the pocket at (0, 0)")
+    assert refusal_of(_World(FIELD, wood_pickaxe=1, stone=1), max_steps=30) == (
+        "shelter: no pocket site remembered within 30 steps of walking (two free or stone tiles in a row, walled "
+        "in by solid tiles already seen)")
+
+
+def test_shelter_says_where_it_stopped_on_the_way():
+    def cow_at(pos, at_action):
+        return lambda world, n: world.creatures.update({pos: "cow"}) if n == at_action else None
+
+    # a cow steps into the corridor: the entrance cannot be reached any more
+    assert _play(_World(CORRIDOR, wood_pickaxe=1, stone=1), _shelter, before=cow_at((1, 0), 1))[:2] == (
+        ["move_right"], "shelter: lost the way to the pocket's entrance at (1, 0) (blocked?)")
+    # a zombie next to the player takes every step of the walk
+    zombie = _World(CORRIDOR, creatures={(0, 1): "zombie"}, wood_pickaxe=1, stone=1)
+    assert _play(zombie, lambda game: game.shelter(3))[:2] == (
+        ["do", "do", "do"], "shelter: max_steps=3 ran out before it reached the entrance at (1, 0)")
+    # a cow walks into the pocket's first tile, its second, or back into the first as the player turns to seal it
+    assert _play(_World(POCKET, wood_pickaxe=1, stone=1), _shelter, before=cow_at((1, 0), 1))[:2] == (
+        ["move_right"], "shelter: could not get onto the pocket's tile (1, 0) (path there; the player is at (0, 0))")
+    assert _play(_World(POCKET, wood_pickaxe=1, stone=1), _shelter, before=cow_at((2, 0), 2))[:2] == (
+        ["move_right", "move_right"],
+        "shelter: could not get onto the pocket's tile (2, 0) (path there; the player is at (1, 0))")
+    assert _play(_World(POCKET, wood_pickaxe=1, stone=1), _shelter, before=cow_at((1, 0), 3))[:2] == (
+        ["move_right", "move_right", "move_left"],
+        "shelter: not on the pocket's tile (1, 0) facing its entrance to seal it (at (2, 0))")
+
+
+def test_shelter_says_why_the_entrance_stayed_open():
+    def lose_wood(world, n):
+        if n == 3:
+            world.inventory["wood"] = 0
+
+    assert _play(_World(POCKET, wood_pickaxe=1, wood=2), _shelter, before=lose_wood)[:2] == (
+        ["move_right", "move_right", "move_left"],
+        "shelter: no stone, nor the wood for a table (wood 2), to close the entrance")
+
+    def zombie_in_the_doorway(world, n):
+        if n == 3:
+            world.creatures[(0, 0)] = "zombie"
+
+    actions, refusal, _ = _play(_World(POCKET, wood_pickaxe=1, stone=1), _shelter, before=zombie_in_the_doorway)
+    assert actions == ["move_right", "move_right", "move_left"] + ["do"] * 6
+    assert refusal == "shelter: the entrance at (0, 0) is still open after 6 tries (a creature in it?)"
+
+
+def test_leave_shelter_says_why_it_stayed_in():
+    grove_pocket = ["TTTTTTTTT", "TTTTTTTTT", "TTTTTTTTT", "TTTBPPTTT", "TTTTTTTTT", "TTTTTTTTT", "TTTTTTTTT"]
+    assert _play(_World(grove_pocket), lambda game: game.leave_shelter())[:2] == (
+        [], "leave_shelter: needs a wood pickaxe to mine a wall of the pocket")
+    # trees and a table all around: it tries from the pocket's other tile, then gives up
+    assert _play(_World(grove_pocket, wood_pickaxe=1), lambda game: game.leave_shelter())[:2] == (
+        ["move_right"], "leave_shelter: no wall of the pocket can be mined with the pickaxes held (only stone, coal, "
+                        "iron and diamond turn to path)")
+    stuck = _World(SEALED, wood_pickaxe=1, mines=False)  # every `do` misses
+    assert _play(stuck, lambda game: game.leave_shelter(2))[:2] == (
+        ["do", "do"], "leave_shelter: still walled in after max_steps=2")
+    assert _play(_World(SEALED, wood_pickaxe=1), lambda game: game.leave_shelter())[:2] == (
+        ["do", "move_down"], None)
+
+
+def test_walking_helpers_say_why_they_stopped():
+    assert _play(_World(FIELD), lambda game: game.face((2, 0)))[:2] == (
+        [], "face: (2, 0) is not next to the player at (0, 0)")
+    assert _play(_World(FIELD), lambda game: game.go_to((30, 0)))[:2] == (
+        [], "go_to: no path over known walkable tiles to next to (30, 0) (unknown there)")
+    assert _play(_World(FIELD), lambda game: game.go_to((3, 0), max_steps=1))[:2] == (
+        ["move_right"], "go_to: max_steps=1 ran out before it reached (3, 0)")
+    assert _play(_World(FIELD), lambda game: game.go_to((3, 0)))[:2] == (["move_right", "move_right"], None)
+    assert _play(_World(FIELD), lambda game: game.go_near(["furnace"]))[:2] == (
+        [], "go_near: no furnace seen in this episode")
+    fenced = ["GGGGGGGGG", "GGGGGGGGG", "GGGGGGTTT", "GGGGGGTBT", "GGGGGGTTT", "GGGGGGGGG", "GGGGGGGGG"]
+    assert _play(_World(fenced), lambda game: game.go_near(["table"]))[:2] == (
+        [], "go_near: no known tile within one tile of table that the player can walk to")
+    table = ["GGGGGGGGG", "GGGGGGGGG", "GGGGGGGGG", "GGGGGGGGB", "GGGGGGGGG", "GGGGGGGGG", "GGGGGGGGG"]
+    assert _play(_World(table), lambda game: game.go_near(["table"], max_steps=1))[:2] == (
+        ["move_right"], "go_near: max_steps=1 ran out before it got near table")
+
+
+def test_agent_code_reads_the_refusal_and_its_print_reaches_the_test_report():
+    """The helpers run in the sandbox's mirror of the game: the refusal is there for the code to read."""
+    code = ("def main(game):\n"
+            "    yield from game.shelter()\n"
+            "    print(game.last_refusal)\n"
+            "    yield 'noop'\n")
+    report = run_code(code, task="collect_wood", seed=0, max_steps=5)
+    assert report.ok, report.error
+    assert ("print at step 0: shelter: needs a wood pickaxe (to dig the pocket, and to mine the way out again)"
+            in report.trace)
+
+
+def test_a_refusal_reaches_the_test_report_without_a_print():
+    """The sandbox tells the host each new reason a helper stopped short during a call: the report's trace,
+    its field and its text say it, with no print in the code; a reason from before the call is not repeated."""
+    code = ("def main(game):\n"
+            "    yield from game.shelter()\n"
+            "    yield from game.shelter()\n"  # the same reason again: told once
+            "    yield from game.go_to((game.pos[0] + 30, game.pos[1]))\n"
+            "    yield 'noop'\n")
+    report = run_code(code, task="collect_wood", seed=0, max_steps=5)
+    assert report.ok, report.error
+    shelter = "shelter: needs a wood pickaxe (to dig the pocket, and to mine the way out again)"
+    assert report.trace.count(f"step 0: a helper stopped short: {shelter}") == 1
+    assert report.last_refusal is not None and report.last_refusal.startswith("go_to: no path")
+    assert f"a helper stopped short: {report.last_refusal}" in report.to_text()
+    quiet = run_code("def main(game):\n    yield 'noop'\n", task="collect_wood", seed=0, max_steps=5)
+    assert quiet.last_refusal is None and "stopped short" not in quiet.trace

@@ -165,3 +165,63 @@ def test_training_is_identical_with_sync_and_batched_envs(tmp_path):
     assert batched.steps_used == sync.steps_used and batched.episodes == sync.episodes
     assert batched.coded_action_counts == sync.coded_action_counts
     assert batched.curve == sync.curve
+
+
+def test_overlapped_sync_env_matches_sync_env_and_keeps_several_sandboxes_busy(monkeypatch):
+    """OverlappedSyncVectorEnv steps the expert's sandboxed coded actions side by side: step for step it
+    returns what SyncVectorEnv returns (episodes end inside calls too), and at times several envs' sandbox
+    processes hold a request at once, which SyncVectorEnv never lets happen."""
+    from graph.evaluation.coded import coded_actions_for
+    from rl.config import RLConfig
+    from rl.options import OverlappedSyncVectorEnv
+    from sandbox.host import AgentCode
+
+    in_flight: set[int] = set()  # the sandboxes (AgentCode) that hold a request now
+    stepping = {"env": "sync"}
+    most = {"sync": 0, "overlapped": 0}  # the most sandboxes that held a request at once, per vector env
+    send, receive = AgentCode._send, AgentCode._receive
+
+    def counting_send(self, *args, **kwargs):
+        sent = send(self, *args, **kwargs)
+        if sent:
+            in_flight.add(id(self))
+            most[stepping["env"]] = max(most[stepping["env"]], len(in_flight))
+        return sent
+
+    def counting_receive(self):
+        in_flight.discard(id(self))
+        return receive(self)
+
+    monkeypatch.setattr(AgentCode, "_send", counting_send)
+    monkeypatch.setattr(AgentCode, "_receive", counting_receive)
+    cfg = RLConfig(task="collect_diamond", max_episode_steps=40,
+                   coded_actions=list(coded_actions_for("collect_diamond").values()))
+    fns = [CrafterFactory(cfg.model_dump_json(), i, 3, 0, 0.99) for i in range(3)]
+    sync = SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
+    overlapped = OverlappedSyncVectorEnv(fns)
+    rng = np.random.default_rng(0)
+    n_primitive = 17
+    calls = ends = 0
+    try:
+        first = sync.reset(seed=3)
+        stepping["env"] = "overlapped"
+        assert_same(first, overlapped.reset(seed=3), "reset")
+        masks = first[1]["action_mask"]
+        for t in range(60):
+            # mostly coded actions (those their preconditions allow), so that calls overlap and episodes end in them
+            actions = np.array([rng.choice(np.flatnonzero(m[n_primitive:])) + n_primitive
+                                if m[n_primitive:].any() and rng.random() < 0.7 else rng.integers(n_primitive)
+                                for m in masks])
+            stepping["env"] = "sync"
+            a = sync.step(actions)
+            stepping["env"] = "overlapped"
+            b = overlapped.step(actions)
+            assert_same(a, b, f"step {t}")
+            masks = a[4]["action_mask"]
+            calls += int((actions >= n_primitive).sum())
+            ends += int(a[2].sum() + a[3].sum())
+    finally:
+        sync.close()
+        overlapped.close()
+    assert calls > 60 and ends >= 3
+    assert most == {"sync": 1, "overlapped": 3}

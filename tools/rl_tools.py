@@ -53,6 +53,15 @@ class TrainReport(BaseModel):
     """first and last validation seed played"""
     final_train_success_rate: float | None = None
     """success rate of the last training episodes (moving window of ppo.window episodes)"""
+    episodes: int = 0
+    """training episodes finished"""
+    episode_outcomes: dict[str, int] = Field(default_factory=dict)
+    """how the training episodes ended: 'succeeded', 'died: CAUSE', 'step limit' or 'ended' -> episodes"""
+    recent_episode_outcomes: dict[str, int] = Field(default_factory=dict)
+    """the same for the last ppo.window episodes (those of final_train_success_rate)"""
+    outcome_summary: str | None = None
+    """the two above in words, e.g. 'last 50 episodes: 12 succeeded, 30 died (zombie 18, thirst 12), 8 hit the
+    10,000-step limit; all 212: ...'"""
     rate_sources: dict[str, str] = Field(default_factory=dict)
     """for each rate above, where it was measured"""
     coded_action_counts: dict[str, int] = Field(default_factory=dict)
@@ -107,6 +116,7 @@ def _thin(curve: list[dict], n: int) -> list[CurvePoint]:
 
 
 def train_ppo(config: dict, run_dir: str | None = None) -> TrainReport:
+    from envs.tasks import get_task
     from rl.evaluate import evaluate_policy
     from rl.training import train
 
@@ -123,6 +133,10 @@ def train_ppo(config: dict, run_dir: str | None = None) -> TrainReport:
     report = TrainReport(
         ok=True, task=cfg.task, steps_used=result.steps_used, wall_time_s=result.wall_time_s,
         learning_curve=_thin(result.curve, CURVE_POINTS), final_train_success_rate=result.final_train_success_rate,
+        episodes=result.episodes, episode_outcomes=result.episode_outcomes,
+        recent_episode_outcomes=result.recent_episode_outcomes,
+        outcome_summary=outcome_summary(result.episode_outcomes, result.recent_episode_outcomes,
+                                        cfg.max_episode_steps or get_task(cfg.task).max_steps),
         coded_action_counts=result.coded_action_counts, coded_action_failures=result.coded_action_failures,
         coded_action_errors=result.coded_action_errors, policy_path=result.policy_path, run_dir=result.run_dir,
         metrics_csv=str(Path(result.run_dir) / "metrics.csv"),
@@ -145,6 +159,20 @@ def train_ppo(config: dict, run_dir: str | None = None) -> TrainReport:
         (Path(result.run_dir) / "evaluation.json").write_text(json.dumps(ev.as_dict(), indent=2))
     report.wall_time_s = time.time() - start
     return report
+
+
+def outcome_summary(outcomes: dict[str, int], recent: dict[str, int], step_limit: int | None = None) -> str:
+    """How a training's episodes ended, in words: the last window's episodes first (where the policy stands
+    now), then all of them; the deaths by cause, in the words of the code-test reports."""
+    from rl.run_log import outcomes_text
+
+    n, n_recent = sum(outcomes.values()), sum(recent.values())
+    if not n:
+        return "no training episode finished"
+    if n_recent == n:
+        return f"all {n} episodes: {outcomes_text(outcomes, step_limit)}"
+    return (f"last {n_recent} episodes: {outcomes_text(recent, step_limit)}; "
+            f"all {n}: {outcomes_text(outcomes, step_limit)}")
 
 
 def _existing(path: Path) -> str | None:
@@ -193,8 +221,9 @@ def make_tools() -> list[StructuredTool]:
             func=_train_ppo_tool, name="train_ppo", args_schema=_TrainArgs, response_format="content_and_artifact",
             description="Train PPO from a configuration (coded actions become extra actions of the policy). Returns "
                         "the steps used, wall time, learning curve, success rate on validation seeds with a 95% "
-                        "interval (the held-out evaluation seeds are kept for the final evaluation), how often each "
-                        "coded action was chosen and failed, and the saved policy's path." + fields),
+                        "interval (the held-out evaluation seeds are kept for the final evaluation), how the training "
+                        "episodes ended (succeeded, died and of what, hit the step limit), how often each coded action "
+                        "was chosen and failed, and the saved policy's path." + fields),
     ]
 
 

@@ -69,6 +69,8 @@ class CodeRunReport(BaseModel):
     death_cause: str | None = Field(
         None, description="when died: lava | zombie | skeleton arrow | starvation | thirst | exhaustion | unknown")
     death_detail: str | None = Field(None, description="when died: the last health losses and the status bars")
+    last_refusal: str | None = Field(None, description="why a helper of the game API (go_to, shelter, ...) last "
+                                                       "stopped short during the run, if one did")
     task: str = ""
     seed: int = 0
     action: str | None = Field(None, description="the coded action that ran")
@@ -94,6 +96,8 @@ class CodeRunReport(BaseModel):
             lines.append(f"death: {self.death_cause}; {self.death_detail}")
         if self.error:
             lines.append(f"error: {self.error}")
+        if self.last_refusal:
+            lines.append(f"a helper stopped short: {self.last_refusal}")
         gained = _gained(data)
         if gained or self.achievements_before:
             lines.append(f"achievements unlocked: {', '.join(gained) or 'none'}"
@@ -163,6 +167,8 @@ class _Progress:
         self.hurts: list[tuple[int, str, int]] = []  # (step, likely cause, health lost)
         self.frames = [env.render()] if gif else []
         self.deadline = float("inf")
+        self.refusal: str | None = None
+        self.code: AgentCode | None = None  # the sandbox running the call: says which functions it is in
 
     def on_step(self, name: str, obs, reward: float, info: dict) -> None:
         self.steps += 1
@@ -174,7 +180,7 @@ class _Progress:
             cause = damage_cause(self.observation(), lost)
             self.hurts.append((self.steps, cause, lost))
             events = [f"{e} ({cause})" if e.startswith("health ") else e for e in events]
-        self.trace.step(self.steps, name, events)
+        self.trace.step(self.steps, name, events, self.code.running if self.code is not None else "")
         self.inventory, self.achievements = inventory, list(info["achievements"])
         if self.frames and len(self.frames) < MAX_GIF_FRAMES:
             self.frames.append(self.env.render())
@@ -183,6 +189,10 @@ class _Progress:
 
     def on_print(self, text: str) -> None:
         self.trace.printed(self.steps, text)
+
+    def on_refusal(self, text: str) -> None:
+        self.refusal = text
+        self.trace.note(f"step {self.steps}: a helper stopped short: {text}")
 
     def observation(self):
         """What the player observes now (the backend's plain-data view, no link to the simulator)."""
@@ -272,10 +282,11 @@ def run_code(code: str, task: str = "collect_wood", seed: int = 0, max_steps: in
         except LookupError as exc:
             return failed("load", str(exc))
         progress.deadline = start + wall
+        progress.code = agent_code
         limit = _step_limit(agent_code, name, max_steps)
         try:
             outcome = agent_code.execute(env, name, max_steps=limit, on_step=progress.on_step,
-                                         on_print=progress.on_print)
+                                         on_print=progress.on_print, on_refusal=progress.on_refusal)
         except _OutOfTime:
             return failed("timeout", f"timed out after {wall:g} s (wall-clock limit) after {progress.steps} steps",
                           **_seen(progress, name))
@@ -316,7 +327,7 @@ def _seen(progress: _Progress, name: str) -> dict[str, Any]:
     """What the trusted side saw of the episode, up to where it ended or was stopped."""
     return dict(action=name, steps=progress.steps, achievements_before=progress.achievements_before,
                 achievements_unlocked=sorted(progress.achievements), inventory_before=progress.inventory_before,
-                inventory_after=progress.inventory, **progress.ending())
+                inventory_after=progress.inventory, last_refusal=progress.refusal, **progress.ending())
 
 
 def _input_problem(task: Any, seed: Any, max_steps: Any, action: Any) -> str | None:
@@ -421,6 +432,8 @@ def _seed_line(report: dict, prerequisites: set[str] | frozenset[str] = frozense
                          if v and k not in ("health", "food", "drink", "energy"))
         bars = _bars_text(report.get("inventory_after") or {})
         line += f"; at death: {bars}" + (f"; held {held}" if held else "")
+    if report.get("last_refusal") and _ended_of(report) in ("action_returned", "out_of_steps"):
+        line += f"; {clean_text(report['last_refusal'], ERROR_FIRST_LINE_CHARS, mark=False)}"
     error = (report.get("error") or "").strip()
     if error and _ended_of(report) != "died":
         first = error.splitlines()[0]
@@ -450,6 +463,8 @@ def _detail(report: dict, budget: int) -> str:
         parts.append(f"error: {clean_text(report['error'], DETAIL_ERROR_CHARS, mark=False)}")
     if report.get("death_detail"):
         parts.append(f"death: {report.get('death_cause')}; {report['death_detail']}")
+    if report.get("last_refusal"):
+        parts.append(f"a helper stopped short: {report['last_refusal']}")
     room = budget - sum(len(p) + 1 for p in parts)
     view = f"last view:\n{report['last_view']}"[:max(0, room // 2)] if report.get("last_view") else ""
     room -= len(view) + len("trace (end):\n[... earlier lines dropped ...]\n") + 1

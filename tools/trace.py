@@ -22,9 +22,16 @@ class TraceBuilder:
     max_chars: int = 4000
     lines: list[tuple[str, str, bool]] = field(default_factory=list)  # (kind, text, keep always)
     prints: int = 0
+    running: str = ""  # the functions the last step line said the code was in
 
-    def step(self, t: int, action: str, events: list[str]) -> None:
-        text = f"step {t}: {action}" + (f" -> {'; '.join(events)}" if events else "")
+    def step(self, t: int, action: str, events: list[str], running: str = "") -> None:
+        """One step. `running`: the functions the code was in when it chose `action` ('main > go_to'), shown
+        where it changed and on every step with an event (those lines are always kept)."""
+        text = f"step {t}: {action}"
+        if running and (events or running != self.running):
+            text += f" (in {running})"
+        self.running = running
+        text += f" -> {'; '.join(events)}" if events else ""
         self.lines.append(("step", _clip(text), bool(events)))
 
     def printed(self, t: int, text: str) -> None:
