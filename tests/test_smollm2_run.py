@@ -64,9 +64,11 @@ def test_the_models_code_ran_in_the_sandbox_and_its_report_went_back(smol_run):
     fast = [r for r in _records(record) if r["role"] == "fast"]
     written = [r for r in fast if r["answer"] and r["answer"]["tool_calls"][0]["name"] == "WriteCode"]
     assert written, "the model wrote no code"
-    # a later fast-agent prompt holds the test report of the model's own code
-    reported = [r for r in fast if any("Report:" in m["content"] and "Your last code" in m["content"]
-                                       for m in r["messages"])]
+    # a later fast-agent prompt holds the test report of the model's own code: to repair it, or beside the
+    # training whose action head it is in
+    reported = [r for r in fast if any("code tests on" in m["content"] and (
+        "Your last code" in m["content"] or "Your coded actions, tested before the training" in m["content"])
+        for m in r["messages"])]
     assert reported, "no test report went back to the fast agent"
 
 
