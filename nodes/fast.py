@@ -205,6 +205,21 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: Library, 
     return context
 
 
+def _file_head_test(state: Mapping[str, Any], update: dict, settings: RunSettings) -> None:
+    """A coded building block of the policy's head was tested before training: its report goes with the
+    training's configuration (the critic judges the training, which plays it)."""
+    current = with_update(state, update)
+    measured = current.get("last_result") or {}
+    tested = (state.get("last_attempt") or {}).get("sub_action")
+    update["code_tested"] = [*(state.get("code_tested") or []), {
+        "sub_action": tested, "report": report_text(current)[:TESTED_REPORT_CHARS],
+        "successes": measured.get("successes"), "episodes": measured.get("episodes")}]
+    loaded = tested in Library(with_update(state, update), settings).pool
+    # a broken one comes back for one repair with its report; a working one is done
+    update["last_attempt"] = None if loaded else {**(state.get("last_attempt") or {}), "report": report_text(current)}
+    update["events"] = [measure_event(measured, "tested before training")]
+
+
 def fast(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal["tools", "critic", "fast", "leave"]]:
     settings, model = context_of(runtime).settings, context_of(runtime).model
     messages = list(state.get("messages") or [])
@@ -222,19 +237,9 @@ def fast(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal["
     if any(m.name == TRAIN_TOOL for m in round_):  # a training measures the attempt: the critic judges it
         return Command(goto="critic", update=update)
     if any(m.name == CODE_TOOL for m in round_) and learned:
-        # a coded building block of the policy's head was tested before training: its report goes with the
-        # training's configuration (the critic judges the training, which plays it)
-        measured = current.get("last_result") or {}
-        tested = (state.get("last_attempt") or {}).get("sub_action")
-        update["code_tested"] = [*(state.get("code_tested") or []), {
-            "sub_action": tested, "report": report_text(current)[:TESTED_REPORT_CHARS],
-            "successes": measured.get("successes"), "episodes": measured.get("episodes")}]
-        loaded = tested in Library(with_update(state, update), settings).pool
-        # a broken one comes back for one repair with its report; a working one is done
-        update["last_attempt"] = None if loaded else {
-            **(state.get("last_attempt") or {}), "report": report_text(current)}
-        update["events"] = [measure_event(measured, "tested before training")]
-        current = with_update(state, update)
+        if recorded:  # a round seen before (this node came back without a new tool call) is not filed twice
+            _file_head_test(state, update, settings)
+            current = with_update(state, update)
     elif any(m.name == CODE_TOOL for m in round_):  # back from a code test: repair it, or the critic judges it
         measured = current.get("last_result") or {}
         update["last_attempt"] = {
