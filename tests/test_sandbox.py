@@ -354,7 +354,10 @@ def _walk(root, is_target, limit):
                                 else type.__getattribute__(obj, name))
             except Exception:
                 continue
-        for name in ("__closure__", "__self__", "__func__", "__globals__", "__wrapped__", "__dict__"):
+        # the widest (a function's globals) first, so that the depth-first walk follows the direct references
+        # (closures, a bound method's self and function) before it: a leak held there is found within the limit
+        # however much the process's modules hold
+        for name in ("__globals__", "__dict__", "__wrapped__", "__func__", "__self__", "__closure__"):
             value = getattr(obj, name, None)
             if value is not None:
                 children.append(value)
