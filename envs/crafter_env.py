@@ -113,7 +113,8 @@ class TaskEnv(gym.Env):
         obs = self.backend.policy_observation(self.obs_kind, player_obs)
         info = self._info(success, 1)
         if last is not None:  # named as the code-test reports name it, from what the player saw as it died
-            info["death_cause"] = damage_cause(player_obs, last.inventory["health"] - player_obs.inventory["health"])
+            info["death_cause"] = damage_cause(player_obs, last.inventory["health"] - player_obs.inventory["health"],
+                                               before=last.inventory)
         return obs, reward, terminated, truncated, info
 
     def render(self):

@@ -10,6 +10,8 @@ the bar.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from envs.observation import (
     CREATURES,
     MATERIAL_NAMES,
@@ -94,14 +96,20 @@ def _nearest_things(obs: PlayerObservation) -> list[str]:
     return [f"{name} {offset_text(dx, dy)}" for name, (dx, dy) in found.items()]
 
 
-def damage_cause(obs: PlayerObservation, lost: int) -> str:
+UNSEEN_ATTACKER = "unseen attacker"
+
+
+def damage_cause(obs: PlayerObservation, lost: int, before: Mapping[str, int] | None = None) -> str:
     """The likely cause of losing `lost` health in the step that ended in `obs`: 'lava', 'zombie',
     'skeleton arrow', 'starvation', 'thirst', 'exhaustion' (several empty bars are named together), or
-    'unknown' (e.g. an arrow from a skeleton out of sight)."""
+    'unseen attacker': a hit with no zombie, arrow or skeleton in view, most often an arrow shot from out
+    of sight. `before`, the inventory before the step, names a bar that was empty when the game took the
+    health and was refilled in the same step (Crafter takes it before the player's action)."""
     if material_under(obs) == "lava":
         return "lava"
     empty = [cause for bar, cause in BAR_CAUSES
-             if obs.inventory.get(bar, 0) <= 0 and not (bar == "energy" and obs.sleeping)]
+             if (obs.inventory.get(bar, 0) <= 0 or (before is not None and before.get(bar, 1) <= 0))
+             and not (bar == "energy" and obs.sleeping)]
     if empty and lost < 2:  # the bars take one health at a time
         return empty[0] if len(empty) == 1 else f"{', '.join(empty[:-1])} and {empty[-1]}"
 
@@ -112,4 +120,4 @@ def damage_cause(obs: PlayerObservation, lost: int) -> str:
         return "zombie"
     if near("arrow", 2) or near("skeleton", VIEW_WIDTH + VIEW_HEIGHT):
         return "skeleton arrow"
-    return "unknown"
+    return UNSEEN_ATTACKER

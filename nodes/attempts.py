@@ -144,8 +144,17 @@ def meets_target(result: dict, target: float) -> bool:
 
 def pass_rule_text(n: int, target: float) -> str:
     """The pass rule in plain numbers for a test round of `n` seeds."""
-    return (f"{successes_needed(n, target)} or more successes of {n} test seeds meet the target {target:.0%} "
-            f"(of the runs that reach the sub-action, when earlier skills play first)")
+    k = successes_needed(n, target)
+    chance = sum(math.comb(n, j) * target ** j * (1 - target) ** (n - j) for j in range(k, n + 1))
+    return (f"{k} or more successes of {n} test seeds meet the target {target:.0%}, counting runs that reach "
+            f"the sub-action after earlier skills (a skill truly at {target:.0%} scores {k}+ in {chance:.0%} of "
+            "rounds)")
+
+
+def training_pass_rule_text(target: float) -> str:
+    """The pass rule of a training, whose rate comes from many episodes (no seed count to allow for)."""
+    return (f"a training meets the target when its success_rate reaches {target:.0%}; it is compared with "
+            "the code's success_rate, which also counts from a fresh world")
 
 
 def judged_rate(result: dict) -> float:

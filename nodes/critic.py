@@ -23,7 +23,7 @@ from typing import Any, Literal
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from nodes.attempts import judged_rate, meets_target, pass_rule_text
+from nodes.attempts import judged_count, judged_rate, meets_target, pass_rule_text, training_pass_rule_text
 from nodes.context import RunContext, context_of
 from nodes.exits import exit_to
 from nodes.fast import start_attempt_update
@@ -57,17 +57,21 @@ def _failed_result(judged: dict, why: str) -> dict:
 def verdict_rules(settings: RunSettings, inner: int, outer: int, kind: str) -> str:
     """What the graph does with each verdict at this point of the loops, in plain words for the prompt."""
     outer_left = outer + 1 < settings.max_outer_iters
+    trains_again = kind == "rl" and inner < settings.max_inner_iters
     rules = [f"pass: the subtask is done with this attempt (a pass below the skill threshold "
              f"{settings.skill_threshold:.0%} counts as revise)."]
     if not outer_left:
+        ends = "move ends it like fail" if trains_again else "revise and move end it like fail"
         rules.insert(0, f"This is the subtask's last outer iteration ({outer + 1} of {settings.max_outer_iters}): "
-                        "revise and move end it like fail.")
-    if kind == "rl":
-        rules.append("revise: " + ("the fast agent trains again with your feedback." if inner < settings.max_inner_iters
-                                   else "the fast agent's revisions are spent: "
-                                   + ("the slow agent revises the decomposition." if outer_left else "as fail.")))
-    else:
-        rules.append("revise: " + ("the slow agent revises the decomposition with your feedback."
+                        f"{ends}.")
+    if trains_again:
+        rules.append("revise: the fast agent trains again with your feedback.")
+    elif kind == "rl":
+        rules.append("revise: the trainings of this decomposition are spent: " + (
+            "the slow agent revises the decomposition with your feedback." if outer_left else "as fail."))
+    else:  # a code attempt reaches the critic when it meets the pass rule or its own repairs are spent
+        rules.append("revise: " + ("the slow agent revises the decomposition with your feedback (its fast agent "
+                                   "then writes the code again, starting from this attempt and its report)."
                                    if outer_left else "as fail."))
     rules.append("move: " + ("the slow agent moves the sub-action to the kind you name." if outer_left
                              else "no outer iteration is left: as fail."))
@@ -75,6 +79,16 @@ def verdict_rules(settings: RunSettings, inner: int, outer: int, kind: str) -> s
                  f"run goes on to the next subtask when it reaches the skill threshold {settings.skill_threshold:.0%}; "
                  f"below it the planner re-plans.")
     return "\n".join(f"- {r}" for r in rules)
+
+
+def loops_text(settings: RunSettings, inner: int, outer: int, kind: str) -> dict[str, str]:
+    """Where the attempt stands in the loops, counted from 1 like the verdict rules."""
+    if kind == "rl":
+        here = {"training": f"{inner + 1} of {settings.max_inner_iters + 1} for this decomposition"}
+    else:
+        here = {"code repairs used by the fast agent": f"{inner} of {settings.max_inner_iters} (it asks you "
+                "when a test meets the pass rule or its repairs are spent)"}
+    return {**here, "outer iteration": f"{outer + 1} of {settings.max_outer_iters}"}
 
 
 def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal["fast", "leave"]]:
@@ -108,10 +122,11 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
         "fast_error": fast_error, "target": settings.target_success,
         "best_by_kind": {**earlier, "rl_before": earlier.get("rl")},
         "inner_iter": inner, "max_inner_iters": max_inner, "outer_iter": outer, "max_outer_iters": max_outer,
-        "loops": {"revisions": f"{inner} of {max_inner}", "outer": f"{outer} of {max_outer}"},
+        "loops": loops_text(settings, inner, outer, judged["kind"]),
         "budget_left": budget_left(current), "min_train_steps": MIN_TRAIN_STEPS,
-        "pass_rule": pass_rule_text(settings.code_test_episodes, settings.target_success),
-        "meets_target": meets_target(result, settings.target_success),
+        "pass_rule": pass_rule_text(settings.code_test_episodes, settings.target_success) if judged["kind"] == "code"
+        else training_pass_rule_text(settings.target_success),
+        "meets_target": meets_target(result, settings.target_success), "judged_count": judged_count(result),
         "verdict_rules": verdict_rules(settings, inner, outer, judged["kind"]),
     }
     try:
@@ -144,7 +159,8 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
         return exit_to(target, {
             **update, **extra, "skills": {**(state.get("skills") or {}), subtask: record},
             "subtask_index": state["subtask_index"] + (1 if target == "subtask" else 0),
-            "decomposition": None, "feedback": None, "forced_rl": None, "inner_iter": 0, "outer_iter": 0,
+            "decomposition": None, "feedback": None, "forced_rl": None, "previous_attempt": None, "inner_iter": 0,
+            "outer_iter": 0,
             "events": update["events"] + done + more})
 
     if c["verdict"] == "pass":  # the best attempt is what is kept: an earlier one may have measured higher
@@ -160,6 +176,8 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
     if c["verdict"] in ("move", "revise") and outer + 1 < max_outer:
         return exit_to("slow", {
             **update, "feedback": c, "forced_rl": None, "inner_iter": 0,
+            "previous_attempt": {"sub_action": judged["name"], "code": last.get("code"), "report": last.get("report"),
+                                 "outer_iter": outer} if judged["kind"] == "code" and last.get("code") else None,
             "outer_iter": outer + 1,
             "total_outer_iters": int(state.get("total_outer_iters", 0)) + 1})
     chosen = best[subtask]
@@ -167,5 +185,6 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
         return finish(chosen, "subtask")
     failed = {"subtask": subtask, "best_rate": chosen["success_rate"], "feedback": c["feedback"]}
     return exit_to("planner", {
-        **update, "failed": failed, "decomposition": None, "feedback": None, "forced_rl": None, "inner_iter": 0,
+        **update, "failed": failed, "decomposition": None, "feedback": None, "forced_rl": None,
+        "previous_attempt": None, "inner_iter": 0,
         "outer_iter": 0, "events": update["events"] + [{"type": "subtask_failed", **failed}]})

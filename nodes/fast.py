@@ -100,6 +100,10 @@ class Library:
         for sub in state["decomposition"]["sub_actions"]:
             if sub["kind"] == "code" and sub["name"] in self.versions:
                 self.pool.add(self.versions[sub["name"]], subtask=self.subtask, kind="code", this_subtask=True)
+        for name in self.hinted(state["decomposition"]):
+            # code written for this subtask before the critic moved it to rl: kept as a coded action of the head
+            if name in self.versions and name not in self.pool:
+                self.pool.add(self.versions[name], subtask=self.subtask, kind="code", this_subtask=True)
         # a skill whose entry is not among its functions (its code never defined it) cannot be replayed
         self.prefix = [p["main"] for p in self.prior if p.get("main") in self.pool]
         self.max_steps = test_max_steps(settings, self.subtask)
@@ -113,9 +117,15 @@ class Library:
         """The coded action that plays the solved prefix, offered to a policy's action head."""
         return f"reach_{self.subtask}" if self.prefix else None
 
+    @staticmethod
+    def hinted(decomposition: dict) -> list[str]:
+        """The coded actions the slow agent named for the learned sub-actions' heads."""
+        return [n for a in decomposition["sub_actions"] if a["kind"] == "rl" for n in a.get("coded_actions") or []]
+
     def head_names(self, decomposition: dict) -> list[str]:
         """Names a learned sub-action may put in its action head."""
         coded = [a["name"] for a in decomposition["sub_actions"] if a["kind"] == "code" and a["name"] in self.pool]
+        coded += [n for n in self.hinted(decomposition) if n in self.pool and n not in coded]
         names = coded + [n for n in self.prefix if n in self.pool and n not in coded]
         names += [n for n in HEAD_BUILTINS if n in self.pool and n not in names]
         reach = self.reach_name()
@@ -170,6 +180,7 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: Library, 
         "library": library.listing(lib.pool, lib.reach_name(), lib.prefix),
         "examples": examples_for(sub_action.get("template")),
         "last_attempt": state.get("last_attempt"), "feedback": (state.get("feedback") or {}).get("feedback"),
+        "previous_attempt": _previous_attempt(state, mode, sub_action),
         "limits": {"test_seeds": n_seeds, "max_steps_per_test": lib.max_steps, "budget_left": left,
                    "revision": int(state.get("inner_iter", 0)), "max_revisions": settings.max_inner_iters,
                    "pass_rule": pass_rule_text(n_seeds, settings.target_success)},
@@ -192,17 +203,39 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: Library, 
             context["rl"]["coded_actions_tested_before_training"] = "\n".join(tested)
         left_out = [a["name"] for a in decomposition["sub_actions"]
                     if a["kind"] == "code" and a["name"] not in lib.pool]
-        if left_out:  # said, not silent: the head is built without them
-            context["rl"]["left_out_of_the_head"] = (
-                f"{', '.join(left_out)}: no code of it loaded (its answers could not be used or did not load)")
+        offered = set(context["rl"]["coded_actions"])
+        unknown = [n for n in dict.fromkeys(lib.hinted(decomposition)) if n not in offered and n not in left_out]
+        reasons = []  # said, not silent: the head is built without them
+        if left_out:
+            reasons.append(f"{', '.join(left_out)}: no code of it loaded (its answers could not be used or did "
+                           "not load)")
+        if unknown:
+            reasons.append(f"{', '.join(unknown)}: named by the slow agent, but no coded action of that name is "
+                           "in the library or was written for this subtask")
+        if reasons:
+            context["rl"]["left_out_of_the_head"] = "; ".join(reasons)
         for message in round_:
             if message.name == CONFIGURE_TOOL:
                 report = report_of(message)
                 if report.get("ok"):
-                    context["configured"] = report.get("config")
+                    context["configured"] = config = report.get("config")
+                    # shown by name: the head's sources are the graph's to assemble, not the model's to read
+                    named = next((c.get("coded_action_names") for c in reversed(state.get("rl_configs", []))
+                                  if c["subtask"] == subtask), None)
+                    if isinstance(config, dict) and named is not None:
+                        context["configured_view"] = {**config, "coded_actions": ", ".join(named) or "none"}
                 else:
                     context["configure_error"] = report.get("error")
     return context
+
+
+def _previous_attempt(state: Mapping[str, Any], mode: str, sub_action: dict) -> dict | None:
+    """The code the critic sent back to the slow agent and its report, while this attempt has none of its
+    own yet: the next outer iteration starts from it, not from nothing."""
+    previous = state.get("previous_attempt") or {}
+    if mode != "code" or state.get("last_attempt") or previous.get("sub_action") != sub_action.get("name"):
+        return None
+    return previous
 
 
 def _file_head_test(state: Mapping[str, Any], update: dict, settings: RunSettings) -> None:

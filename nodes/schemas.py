@@ -131,8 +131,9 @@ class Critique(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     sub_action: str = Field(max_length=48, description="the sub-action judged")
-    verdict: Verdict = Field(description="pass: good enough; revise: fix code/config (inner loop); "
-                                         "move: change code<->rl (outer loop); fail: give up on it")
+    verdict: Verdict = Field(description="pass: good enough; revise: fix the code or configuration and try "
+                                         "again; move: change code<->rl; fail: keep the best attempt so far "
+                                         "and go on")
     success_rate: float = Field(ge=0.0, le=1.0, description="measured success rate of this attempt")
     feedback: Prose600 = Field(description="what went wrong and what to change, concretely")
     move_to: Kind | None = Field(None, description="with verdict 'move': the kind to move the sub-action to")

@@ -41,6 +41,8 @@ class RLGPTState(TypedDict, total=False):
     decomposition: dict | None               # nodes.schemas.Decomposition dump
     feedback: dict | None                    # the last Critique dump for the current sub-action
     forced_rl: str | None                    # sub-action the graph moved to RL when its code revisions ran out
+    previous_attempt: dict | None            # the code the critic sent back (revise/move) and its report,
+                                             # shown to the fast agent of the next outer iteration
     best: dict                               # subtask name -> best measured attempt (result dump)
     attempt: int                             # attempts of the current subtask (all kinds)
 

@@ -172,7 +172,7 @@ def _render_slow(c: Mapping[str, Any]) -> str:
         _section("Moved to rl by the graph", forced and (
             f"The plan gave up on `{forced}`, so the graph learns it: mark `{forced}` kind 'rl' in your answer "
             "(coded sub-actions go into its action head).")),
-        f"Outer iteration {c.get('outer_iter', 0)} of {c.get('max_outer_iters', '?')}.\n",
+        f"Outer iteration {int(c.get('outer_iter', 0)) + 1} of {c.get('max_outer_iters', '?')}.\n",
     ]) + "Answer with the Decomposition."
 
 
@@ -253,7 +253,8 @@ def _mode(c: Mapping[str, Any]) -> str:
 
 def _render_fast(c: Mapping[str, Any]) -> str:
     """Keys: subtask, task_description, mode, sub_action, decomposition, library, examples (code mode),
-    last_attempt, feedback, limits, rl / configured / configure_error (rl mode)."""
+    last_attempt (or previous_attempt, the code the critic sent back), feedback, limits, rl / configured
+    (configured_view: the same with coded actions by name) / configure_error (rl mode)."""
     _require("fast", c, "subtask", "sub_action")
     mode, action = _mode(c), c["sub_action"]
     name = action.get("name")
@@ -263,6 +264,11 @@ def _render_fast(c: Mapping[str, Any]) -> str:
     job = (f"Write the coded action `{name}`." if mode == "code" else f"Train the learned sub-action `{name}`.")
     job += f" Why it is {mode}: {action.get('reason', '-')}" + (f"\nSlow agent's hints: {todo}" if todo else "")
     attempt_title, attempt = _last_attempt(c.get("last_attempt"), mode)
+    previous = c.get("previous_attempt")
+    if not attempt and previous:
+        attempt_title, attempt = _last_attempt(previous, mode)
+        attempt_title = (f"Your code of outer iteration {int(previous.get('outer_iter') or 0) + 1}, which the critic "
+                         "sent back" + (" and what happened" if previous.get("report") else ""))
     parts = [
         _section("Subtask", _subtask_line(c["subtask"], c.get("task_description"))),
         _section("Decomposition (the slow agent's plan for it)", _decomposition(c.get("decomposition"), name)),
@@ -285,7 +291,7 @@ def _render_fast(c: Mapping[str, Any]) -> str:
             _section("total_steps bounds", bounds),
             _section("About the training", _pairs(rl)),
             _section("Validated configuration: answer TrainPolicy now",
-                     c.get("configured") and clip(_pairs(c["configured"]), CONFIG_CHARS)),
+                     c.get("configured") and clip(_pairs(c.get("configured_view") or c["configured"]), CONFIG_CHARS)),
             _section("Configuration error to fix", c.get("configure_error")),
         ]
     parts += [
@@ -310,13 +316,12 @@ def _fast_system(c: Mapping[str, Any]) -> str:
 
 def _render_critic(c: Mapping[str, Any]) -> str:
     """Keys: subtask, sub_action, result, code, report, fast_error, target, pass_rule, meets_target,
-    best_by_kind, loops, budget_left, verdict_rules."""
+    judged_count, best_by_kind, loops, budget_left, verdict_rules."""
     _require("critic", c, "subtask", "sub_action")
     action, code, report = c["sub_action"], c.get("code"), c.get("report")
     facts = [f"Target success rate: {c.get('target')}." if c.get("target") is not None else "",
              f"Pass rule: {c['pass_rule']}." if c.get("pass_rule") else "",
-             ("This attempt meets the target." if c["meets_target"] else "This attempt does not meet the target.")
-             if c.get("meets_target") is not None else "",
+             _target_verdict(c) if c.get("meets_target") is not None else "",
              f"Best rates so far by kind: {_pairs(c['best_by_kind']) or 'none yet'}."
              if c.get("best_by_kind") is not None else "",
              f"Loops: {_pairs(c['loops'])}." if c.get("loops") else "",
@@ -331,6 +336,14 @@ def _render_critic(c: Mapping[str, Any]) -> str:
         _section("The fast agent's error (no answer of it could be used)", c.get("fast_error")),
         _section("What the graph does with your verdict now", c.get("verdict_rules")),
     ]) + "Answer with the Critique."
+
+
+def _target_verdict(c: Mapping[str, Any]) -> str:
+    """Whether the attempt meets the target, with the count the pass rule judged for a code test."""
+    verdict = "meets" if c["meets_target"] else "does not meet"
+    count = c.get("judged_count")
+    return f"This attempt {verdict} the target" + (
+        f" by the pass rule: {count[0]} of {count[1]} judged runs succeeded." if count else ".")
 
 
 def _critic_system(c: Mapping[str, Any]) -> str:

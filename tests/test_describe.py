@@ -26,13 +26,20 @@ def observation(creatures=(), under="grass", daylight=1.0, sleeping=False, **bar
     (observation([("arrow", -1, 0)]), 2, "skeleton arrow"),
     (observation(food=0), 1, "starvation"),
     (observation([("zombie", 3, 0)], drink=0, food=0, energy=0), 1, "starvation, thirst and exhaustion"),
-    (observation(drink=0), 2, "unknown"),  # two at once is a hit, whatever the bars say
+    (observation(drink=0), 2, "unseen attacker"),  # two at once is a hit, whatever the bars say
     (observation([("zombie", 1, 0)], energy=0), 1, "exhaustion"),  # one health at a time: the empty bar
-    (observation(energy=0, sleeping=True), 1, "unknown"),  # asleep, an empty energy bar costs nothing
-    (observation(), 2, "unknown"),  # a hit by something out of sight
+    (observation(energy=0, sleeping=True), 1, "unseen attacker"),  # asleep, an empty energy bar costs nothing
+    (observation(), 2, "unseen attacker"),  # a hit by something out of sight
 ])
 def test_damage_cause_follows_crafter_damage_rules(obs, lost, cause):
     assert damage_cause(obs, lost) == cause
+
+
+def test_a_bar_refilled_in_the_step_that_cost_health_is_still_named():
+    """Crafter takes the health before the player's action: drinking on that step refills the bar the loss
+    came from, so only the inventory before the step shows it empty."""
+    assert damage_cause(observation(), 1, before={**FULL, "drink": 0}) == "thirst"
+    assert damage_cause(observation(), 1, before=FULL) == "unseen attacker"
 
 
 def test_view_is_a_grid_with_a_legend_and_the_nearest_things():

@@ -252,7 +252,7 @@ def test_slow_prompt_has_the_worked_example_and_the_forced_move():
     assert {a.kind for a in parsed.sub_actions} == {"code", "rl"}
     assert parsed.sub_actions[-1].coded_actions == [a.name for a in parsed.sub_actions[:-1]]
     assert "mark `mine_diamond_0` kind 'rl'" in human
-    assert "Outer iteration 2 of 3." in human
+    assert "Outer iteration 3 of 3." in human  # counted from 1, as the critic counts it
     assert "Moved to rl" not in _text("slow", {**slow_context(), "forced_rl": None})
 
 

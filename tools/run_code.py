@@ -120,7 +120,7 @@ def _ended_text(report: dict) -> str:
     steps, ended = report.get("steps") or 0, _ended_of(report)
     return {
         "success": f"success at step {steps}",
-        "died": f"died at step {steps} ({report.get('death_cause') or 'unknown'})",
+        "died": f"died at step {steps} ({report.get('death_cause') or 'cause not recorded'})",
         "out_of_steps": f"out of steps after {steps} steps",
         "action_returned": f"the action returned after {steps} steps without success",
         "error": f"error ({report.get('failure_kind') or 'unknown'}) after {steps} steps",
@@ -169,6 +169,7 @@ class _Progress:
         self.deadline = float("inf")
         self.refusal: str | None = None
         self.code: AgentCode | None = None  # the sandbox running the call: says which functions it is in
+        self.faced = self._faced()  # what a 'do' hits: read before the step, shown on its trace line
 
     def on_step(self, name: str, obs, reward: float, info: dict) -> None:
         self.steps += 1
@@ -177,15 +178,23 @@ class _Progress:
         events = _events(self.inventory, inventory, new, reward)
         lost = self.inventory.get("health", 0) - inventory.get("health", 0)
         if lost > 0:
-            cause = damage_cause(self.observation(), lost)
+            cause = damage_cause(self.observation(), lost, before=self.inventory)
             self.hurts.append((self.steps, cause, lost))
             events = [f"{e} ({cause})" if e.startswith("health ") else e for e in events]
-        self.trace.step(self.steps, name, events, self.code.running if self.code is not None else "")
+        shown = f"do at {self.faced}" if name == "do" else name
+        self.trace.step(self.steps, shown, events, self.code.running if self.code is not None else "")
+        self.faced = self._faced()
         self.inventory, self.achievements = inventory, list(info["achievements"])
         if self.frames and len(self.frames) < MAX_GIF_FRAMES:
             self.frames.append(self.env.render())
         if time.monotonic() > self.deadline:
             raise _OutOfTime
+
+    def _faced(self) -> str:
+        """The creature or material on the tile the player faces."""
+        game = self.env.game
+        creatures = game._facing_creatures()  # trusted side: the private reader, not a new public member
+        return creatures[0] if creatures else game.facing_material()
 
     def on_print(self, text: str) -> None:
         self.trace.printed(self.steps, text)
@@ -205,7 +214,7 @@ class _Progress:
         """The report fields that describe the end as observed: the death, the trace, the last view."""
         fields: dict[str, Any] = {}
         if self.died():
-            cause = self.hurts[-1][1] if self.hurts else "unknown"
+            cause = self.hurts[-1][1] if self.hurts else "no health loss was seen"
             hurts = ", ".join(f"step {t} {c} -{n}" for t, c, n in self.hurts[-LAST_HURTS:])
             fields.update(death_cause=cause, death_detail=f"health lost in the last steps: {hurts or 'none seen'}; "
                                                           f"at the end: {_bars_text(self.inventory)}")
@@ -436,7 +445,9 @@ def _seed_line(report: dict, prerequisites: set[str] | frozenset[str] = frozense
         line += f"; {clean_text(report['last_refusal'], ERROR_FIRST_LINE_CHARS, mark=False)}"
     error = (report.get("error") or "").strip()
     if error and _ended_of(report) != "died":
-        first = error.splitlines()[0]
+        rows = error.splitlines()
+        # a heading line ('...rejected before running:') says nothing without the line it introduces
+        first = f"{rows[0]} {rows[1].strip()}" if rows[0].endswith(":") and len(rows) > 1 else rows[0]
         line += f"; {first[:ERROR_FIRST_LINE_CHARS]}{'...' if len(first) > ERROR_FIRST_LINE_CHARS else ''}"
     gained = _gained(report)
     return line + f"; gained {', '.join(gained) if gained else 'nothing'}"
