@@ -1,6 +1,7 @@
 """PNG plots of the tables (matplotlib, Agg backend: no display needed)."""
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -21,25 +22,38 @@ def _err(rows: list[dict], key: str) -> tuple[np.ndarray, np.ndarray]:
     return vals, np.clip(np.nan_to_num(np.vstack([vals - lo, hi - vals])), 0.0, None)
 
 
-def _bars(ax, labels: list[str], vals: np.ndarray, err: np.ndarray | None, colors: list[str]) -> None:
-    x = np.arange(len(labels))
-    ax.bar(x, np.nan_to_num(vals), yerr=err, capsize=4, color=colors)
-    ax.set_xticks(x, labels, rotation=20, ha="right", fontsize=8)
+def _wrapped(label: str, width: int = 44) -> str:
+    """A label on a few lines, whole words kept: a cut label reads as a different name."""
+    return textwrap.fill(label, width, break_long_words=False)
+
+
+def _bars(ax, labels: list[str], vals: np.ndarray, err: np.ndarray, colors: list[str], measured: list[bool],
+          value_label: str) -> None:
+    """Horizontal bars, the first row on top, every label in full; an interval only where one was measured
+    (a published figure carries none, and a zero-width bar would pass it off as exact)."""
+    y = np.arange(len(labels))
+    ax.barh(y, np.nan_to_num(vals), color=colors)
+    shown = np.array(measured, bool) & ~np.isnan(vals)
+    if shown.any():
+        ax.errorbar(vals[shown], y[shown], xerr=err[:, shown], fmt="none", ecolor="black", capsize=4)
+    ax.set_yticks(y, [_wrapped(label) for label in labels], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel(value_label)
 
 
 def plot_table(table: Table, folder: Path) -> Path | None:
     """Draw the table's plot into folder/table.plot; returns its path (None if it has no plot)."""
     if table.plot is None:
         return None
-    fig, ax = plt.subplots(figsize=(9, 4.5))
+    fig, ax = plt.subplots(figsize=(11, 5))
     rows = table.rows
     if table.key in ("table1_obtain_diamond", "table4_ablations"):
         label_key = "method" if table.key.startswith("table1") else "setting"
         vals, err = _err(rows, "success_rate")
         ours = [r.get("source", "ours") == "ours (Crafter)" or table.key.startswith("table4") for r in rows]
-        _bars(ax, [r[label_key] for r in rows], vals, err * np.array(ours, float),
-              ["tab:blue" if o else "tab:gray" for o in ours])
-        ax.set_ylabel("success rate")
+        _bars(ax, [r[label_key] for r in rows], vals, err, ["tab:blue" if o else "tab:gray" for o in ours], ours,
+              "success rate")
+        ax.set_xlim(0, 1.05)
         if table.key.startswith("table1"):
             ax.set_title("Obtain diamond: ours on Crafter (blue, 95% CI) vs published MineDojo (gray)")
     elif table.key == "table2_tech_tree":
@@ -74,9 +88,9 @@ def plot_table(table: Table, folder: Path) -> Path | None:
     elif table.key == "table5_crafter_score":
         vals, err = _err(rows, "crafter_score")
         ours = [r["source"] == "ours (Crafter)" for r in rows]
-        _bars(ax, [r["agent"][:34] for r in rows], vals, err * np.array(ours, float),
-              ["tab:blue" if o else "tab:gray" for o in ours])
-        ax.set_ylabel("Crafter score (%)")
+        _bars(ax, [r["agent"] for r in rows], vals, err, ["tab:blue" if o else "tab:gray" for o in ours], ours,
+              "Crafter score (%)")
+        ax.set_title("Crafter score: ours on Crafter (blue, 95% CI) vs published (gray)")
     elif table.key == "table5_achievements":
         names = [c.key for c in table.columns if c.kind == "rate"]
         x = np.arange(len(rows))
@@ -92,7 +106,7 @@ def plot_table(table: Table, folder: Path) -> Path | None:
     else:
         plt.close(fig)
         raise ValueError(f"no plot is defined for table {table.key}")
-    if table.key != "table5_crafter_score" and table.key != "table5_achievements":
+    if table.key in ("table2_tech_tree", "table3_iterations"):
         ax.set_ylim(0, 1.05)
     ax.set_title(ax.get_title() or table.title, fontsize=10)
     fig.tight_layout()
