@@ -197,6 +197,10 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: Library, 
                          "min_train_steps": MIN_TRAIN_STEPS, "max_train_steps": max(MIN_TRAIN_STEPS, left),
                          "subtasks_left": subtasks_left, "previous_train_steps": previous,
                          "revise": bool(state.get("feedback") and state["feedback"].get("verdict") == "revise")}
+        if fallback_training(state, subtask):  # said before the answer: the graph sets this one number
+            context["rl"]["total_steps_set_by_the_graph"] = (
+                f"{max(MIN_TRAIN_STEPS, left)}: the plan gave up, so the graph learns the task itself with the whole "
+                "budget left, whatever total_steps you answer")
         tested = [f"{t['sub_action']}: {t.get('successes')} of {t.get('episodes')} test episodes succeeded\n"
                   f"{t['report']}" for t in state.get("code_tested") or []]
         if tested:
@@ -227,6 +231,13 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: Library, 
                 else:
                     context["configure_error"] = report.get("error")
     return context
+
+
+def fallback_training(state: Mapping[str, Any], subtask: str) -> bool:
+    """Whether this training is the planner's fallback (nodes.planner._learn_the_task): the model's plan gave
+    up on an unsolved task, so the task itself is learned, with the budget left; a weak model's choice of a
+    short training would otherwise end the run with most of its budget unspent."""
+    return state.get("forced_rl") == subtask and subtask == state.get("task")
 
 
 def _previous_attempt(state: Mapping[str, Any], mode: str, sub_action: dict) -> dict | None:
@@ -340,7 +351,8 @@ def fast(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal["
     if call["name"] == "ConfigureRL":
         args = dict(call["args"])
         asked = int(args["total_steps"])
-        args["total_steps"] = min(max(asked, MIN_TRAIN_STEPS), context["rl"]["max_train_steps"])
+        least = context["rl"]["max_train_steps"] if fallback_training(state, subtask) else MIN_TRAIN_STEPS
+        args["total_steps"] = min(max(asked, least), context["rl"]["max_train_steps"])
         if args["total_steps"] != asked:  # the graph, not the model, holds the budget
             update["events"] = [*update.get("events", []), {
                 "type": "budget_fit", "subtask": subtask,

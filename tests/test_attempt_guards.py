@@ -76,3 +76,39 @@ def test_a_tool_the_fast_agent_was_not_offered_is_never_run(tmp_path):
     errors = [e for r in final["results"] for e in r.get("errors", [])]
     assert any("unknown tool 'train_ppo'" in e for e in errors)
     assert final["report"] is not None  # the run went on to its report
+
+
+class _GivesUpAndTrainsBriefly(ExpertModel):
+    """A weak model: its plan is empty and its trainings as short as allowed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fast_prompts: list[str] = []
+
+    def structured(self, role, messages, schema, context=None):
+        if role == "planner":
+            self.usage.record(role)
+            return Plan(subtasks=[], reason="no idea")
+        return super().structured(role, messages, schema, context)
+
+    def _configure_rl(self, c: dict) -> dict:
+        self.fast_prompts.append(str(c))
+        return {**super()._configure_rl(c), "total_steps": 1000}
+
+
+def test_the_fallback_learns_the_task_with_the_budget_left_whatever_steps_the_model_asks(tmp_path):
+    """The planner's fallback (the task itself, learned) is the graph's decision: so is its training length,
+    said in the prompt before the answer; a weak model's 1,000 steps would leave the budget unspent."""
+    settings = RunSettings(task="harvest log", budget_steps=3000, test_episodes=2, eval_episodes=1,
+                           max_outer_iters=1, out_dir=tmp_path / "runs", run_id="fallback")
+    model = _GivesUpAndTrainsBriefly()
+    final = build_graph().invoke(start_state(settings), config=run_config(settings),
+                                 context=run_context(settings, model))
+    assert [e["type"] for e in final["events"]][0] == "fallback_plan"
+    trainings = [r for r in final["results"] if r["kind"] == "rl"]
+    assert trainings and trainings[0]["steps"] >= 3000 - 500  # the budget left, not the 1,000 asked
+    assert final["env_steps_spent"] <= 3000 + 512  # a rollout may finish its last option
+    assert any("total_steps_set_by_the_graph" in p for p in model.fast_prompts)
+    fits = [c for e in final["events"] if e["type"] == "budget_fit" for c in e["changes"]]
+    left = 3000 - sum(r["steps"] for r in final["results"] if r["kind"] == "code")  # a head entry's test came first
+    assert f"ConfigureRL: total_steps 1000 -> {left}" in fits
