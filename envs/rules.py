@@ -2,8 +2,10 @@
 
 They are a snapshot of the `make`, `place` and `collect` sections of Crafter's own data.yaml, kept in
 `crafter_rules.json` so that the sandbox's game API can read them without importing the simulator
-(importing `crafter` costs about half a second). `tests/test_game_api.py` checks the snapshot against the
-installed Crafter; `python -m envs.rules` rewrites it from there.
+(importing `crafter` costs about half a second). The trusted side reads the installed Crafter through
+`rules_from_crafter` (nodes.recipes, whose plans follow the game's own key order; the snapshot's keys are
+sorted). `tests/test_recipe_sources.py` checks the snapshot against the installed Crafter;
+`python -m envs.rules` rewrites it from there.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ COLLECT: dict[str, dict] = _RULES["collect"]
 
 
 def rules_from_crafter() -> dict[str, dict]:
-    import crafter.constants  # the simulator: only for checking or rewriting the snapshot
+    """The `collect`, `make` and `place` sections of the installed Crafter's data, in its own order."""
+    import crafter.constants  # the simulator: imported when called, never by the sandbox's game API
 
     return {"collect": crafter.constants.collect, "make": crafter.constants.make, "place": crafter.constants.place}
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from graph.evaluation.tables import BUILDERS, TECH_TREE, EvalConfig, Runner, Table
 from nodes.settings import VECTOR_MODE_CHOICES
+from rl import MIN_TRAIN_STEPS
 
 QUICK = dict(budget=2_000, task_budget=2_000, episodes=3, train_steps=1_000, test_episodes=2,
              tasks=("collect_wood", "place_table", "make_wood_pickaxe"), ablation_task="collect_wood",
@@ -78,8 +79,9 @@ def config_from(args: argparse.Namespace) -> EvalConfig:
     out = args.out or Path("results/quick" if args.quick else "results/full")
     cfg = EvalConfig(out=out, quick=args.quick, videos=not args.no_videos, **values)
     for name in ("budget", "task_budget"):
-        if getattr(cfg, name) < 1_000:
-            raise ValueError(f"--{name.replace('_', '-')} must be at least 1000 env steps (the smallest PPO run)")
+        if getattr(cfg, name) < MIN_TRAIN_STEPS:
+            raise ValueError(f"--{name.replace('_', '-')} must be at least {MIN_TRAIN_STEPS} env steps "
+                             "(the smallest PPO run)")
     if cfg.episodes < 1 or cfg.test_episodes < 1:
         raise ValueError("--episodes and --test-episodes must be at least 1")
     return cfg

@@ -22,6 +22,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 
 from envs.tasks import TASKS
 from nodes.attempts import judged_rate
+from nodes.limits import MIN_TRAIN_STEPS, train_steps_within
 from nodes.llm_output import tool_name
 from nodes.models import UsageCounter
 from nodes.repair import repair
@@ -212,7 +213,7 @@ class ExpertModel:
         rate = base["success_rate"]
         best = c.get("best_by_kind", {})
         prev_rl = best.get("rl_before")
-        can_train = int(c.get("budget_left", 0)) >= int(c.get("min_train_steps", 1000))
+        can_train = int(c.get("budget_left", 0)) >= int(c.get("min_train_steps", MIN_TRAIN_STEPS))
         if not result.get("ok", True):
             err = (result.get("errors") or ["unknown error"])[0]
             verdict = "revise" if inner_left else "fail"
@@ -250,5 +251,5 @@ class ExpertModel:
             steps = 2 * int(rl["previous_train_steps"])  # the critic saw it still improving
         # A fair share of what is left: training one subtask must not starve the subtasks after it.
         share = int(c["limits"]["budget_left"]) // max(1, int(rl.get("subtasks_left", 1)))
-        steps = min(max(min(steps, share), int(rl["min_train_steps"])), int(rl["max_train_steps"]))
+        steps = train_steps_within(min(steps, share), int(rl["max_train_steps"]), int(rl["min_train_steps"]))
         return {"coded_actions": list(rl["coded_actions"]), "total_steps": steps, "reward": "task"}

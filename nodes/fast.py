@@ -42,7 +42,7 @@ from nodes.attempts import (
 )
 from nodes.context import RunContext, context_of
 from nodes.exits import exit_to
-from nodes.limits import MIN_TRAIN_STEPS, budget_left, fit_calls_to_budget, limit_reached
+from nodes.limits import MIN_TRAIN_STEPS, budget_left, fit_calls_to_budget, limit_reached, train_steps_within
 from nodes.models import ModelOutputError
 from nodes.rounds import judged_sub_action, measure_event, record_round, round_id, written_code
 from nodes.schemas import TrainPolicy, configure_rl_answer, write_code_answer
@@ -352,7 +352,7 @@ def fast(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal["
         args = dict(call["args"])
         asked = int(args["total_steps"])
         least = context["rl"]["max_train_steps"] if fallback_training(state, subtask) else MIN_TRAIN_STEPS
-        args["total_steps"] = min(max(asked, least), context["rl"]["max_train_steps"])
+        args["total_steps"] = train_steps_within(asked, context["rl"]["max_train_steps"], least)
         if args["total_steps"] != asked:  # the graph, not the model, holds the budget
             update["events"] = [*update.get("events", []), {
                 "type": "budget_fit", "subtask": subtask,

@@ -13,8 +13,7 @@ from typing import Any
 
 from nodes.attempts import CODE_TOOL, CONFIGURE_TOOL, TRAIN_TOOL
 from nodes.settings import RunSettings
-
-MIN_TRAIN_STEPS = 1_000       # smallest PPO run rl.config accepts
+from rl import MIN_TRAIN_STEPS  # the smallest PPO run; nodes import it from here
 
 
 def budget_left(state: Mapping[str, Any]) -> int:
@@ -40,6 +39,14 @@ def limit_reached(state: Mapping[str, Any], settings: RunSettings, model: Any, n
     if max_calls and model_calls(model) >= int(max_calls):
         return f"model-call limit reached: {model_calls(model)} of {int(max_calls)} calls"
     return None
+
+
+def train_steps_within(asked: int, most: int, least: int | None = MIN_TRAIN_STEPS) -> int:
+    """A training's total_steps: `asked`, at most `most` (what it may spend) and at least `least`, which wins
+    when `most` is smaller (rl.config refuses a shorter run). least=None: no floor (the tool refuses what is
+    too short)."""
+    capped = min(asked, most)
+    return capped if least is None else max(least, capped)
 
 
 def fit_calls_to_budget(calls: Sequence[Mapping[str, Any]], left: int) -> tuple[list[dict], list[str]]:
@@ -74,10 +81,11 @@ def fit_calls_to_budget(calls: Sequence[Mapping[str, Any]], left: int) -> tuple[
                 from rl.ppo import PPOSettings  # torch: loaded only for a training call
 
                 asked = _as_int(ppo.get("total_steps", PPOSettings.total_steps))
-                if asked is not None and asked > left:
-                    config["ppo"] = {**ppo, "total_steps": left}
+                fitted = asked if asked is None else train_steps_within(asked, left, least=None)
+                if fitted != asked:
+                    config["ppo"] = {**ppo, "total_steps": fitted}
                     args["rl_config"] = config
-                    notes.append(f"{name}: total_steps {asked} -> {left} (the steps left)")
+                    notes.append(f"{name}: total_steps {asked} -> {fitted} (the steps left)")
         out.append({**call, "args": args})
     return out, notes
 

@@ -23,7 +23,7 @@ from envs.tasks import TASKS
 from nodes.context import RunContext, context_of
 from nodes.limits import MIN_TRAIN_STEPS, budget_left, limit_reached
 from nodes.models import ModelOutputError
-from nodes.recipes import all_recipe_facts
+from nodes.recipes import all_recipe_facts, prerequisites
 from nodes.schemas import Plan
 from nodes.skills_io import skill_from_best
 from nodes.state import RLGPTState, start_update, with_update
@@ -132,7 +132,7 @@ def _go_on_without(state: Mapping[str, Any], update: dict, failed: Mapping[str, 
                  "reason": f"score plan: keep the best attempt of {name} ({best['success_rate']:.0%}) and go on"}
         kept = {**base, "skills": skills, "subtask_index": index + 1}
     else:
-        rest = [s for s in plan[index + 1:] if name not in TASKS[s["name"]].prerequisites]
+        rest = [s for s in plan[index + 1:] if name not in prerequisites(s["name"])]
         dropped = [name] + [s["name"] for s in plan[index + 1:] if s not in rest]
         event = {"type": "replan", "failed": name, "subtasks": [s["name"] for s in rest],
                  "reason": f"score plan: {name} never succeeded; dropped {', '.join(dropped)} and went on"}

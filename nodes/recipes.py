@@ -1,7 +1,8 @@
 """Crafter's recipe facts, read from the game's own data, as the planner and slow agent see them.
 
 `requirements(achievement)` says what an achievement needs (tools, materials, stations);
-`backward_chain(goal)` orders every achievement needed for `goal` so prerequisites come first;
+`backward_chain(goal)` orders every achievement needed for `goal` so prerequisites come first,
+and `prerequisites(achievement)` is that chain less the goal;
 `template_for(achievement)` names the few-shot example a coded solution starts from;
 `score_order()` orders all 22 achievements for the Crafter-score task.
 """
@@ -10,13 +11,16 @@ from __future__ import annotations
 
 from functools import cache
 
-import crafter.constants as crafter_constants
-
+from envs.rules import rules_from_crafter
 from envs.tasks import ACHIEVEMENTS
 
-COLLECT = {m: dict(v) for m, v in crafter_constants.collect.items()}
-PLACE = {i: dict(v) for i, v in crafter_constants.place.items()}
-MAKE = {i: dict(v) for i, v in crafter_constants.make.items()}
+# The installed Crafter's data, not envs.rules' snapshot of it (the two hold the same recipes,
+# tests/test_recipe_sources.py): the snapshot's keys are sorted, and the order of the game's own data is
+# the order backward_chain visits materials in, hence the order of every plan.
+_CRAFTER = rules_from_crafter()
+COLLECT = {m: dict(v) for m, v in _CRAFTER["collect"].items()}
+PLACE = {i: dict(v) for i, v in _CRAFTER["place"].items()}
+MAKE = {i: dict(v) for i, v in _CRAFTER["make"].items()}
 
 
 @cache
@@ -72,6 +76,16 @@ def backward_chain(goal: str) -> list[str]:
 
     visit(goal)
     return order
+
+
+@cache
+def prerequisites(achievement: str) -> tuple[str, ...]:
+    """The achievements `achievement` needs unlocked before it, in plan order (backward_chain less the goal).
+
+    The one source of a subtask's dependencies for the graph. envs.tasks.TASKS[...].prerequisites lists the
+    same achievements by hand, in its own tech-tree order (envs sits below nodes and cannot derive them
+    from here); tests/test_recipe_sources.py checks that the two agree."""
+    return tuple(backward_chain(achievement)[:-1])
 
 
 def template_for(achievement: str) -> dict[str, str] | None:

@@ -20,6 +20,7 @@ from typing import Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from envs.tasks import get_task
+from rl import MIN_TRAIN_STEPS
 
 SUPPORTED_ENVS = ("crafter", "minedojo")
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
@@ -60,7 +61,7 @@ class RunSettings(BaseModel):
     seed: int = Field(0, ge=0, lt=1_000_000, description="training/code-test seed (below the evaluation seeds)")
     eval_episodes: int = Field(50, ge=1, le=10_000, description="held-out episodes per success-rate measurement")
     train_steps: int = Field(
-        20_000, ge=1_000, le=100_000_000,
+        20_000, ge=MIN_TRAIN_STEPS, le=100_000_000,
         description="environment steps one PPO training of a learned sub-action may use (capped by the budget)")
     test_episodes: int | None = Field(
         None, ge=1, le=1_000,

@@ -7,6 +7,7 @@ the same examples.
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Mapping, Sequence
 from functools import cache
@@ -105,6 +106,28 @@ def fill(kind: str, **params: str) -> str:
 
 
 CHAIN_RETRIES = 200  # calls of one step's action before the chain gives up on that step
+CHAIN_DRIVER = Path(__file__).with_name("chain_driver.py")
+
+
+def _read_chain_driver() -> tuple[list[str], str]:
+    """(the parameters after `game`, the body) of CHAIN_DRIVER's `play_chain`, its docstring left out: the
+    body becomes a chain's `main`, after one assignment per parameter."""
+    text = CHAIN_DRIVER.read_text()
+    driver = next(node for node in ast.parse(text).body
+                  if isinstance(node, ast.FunctionDef) and node.name == "play_chain")
+    docstring = driver.body[0]
+    if not (isinstance(docstring, ast.Expr) and isinstance(docstring.value, ast.Constant)):
+        raise RuntimeError(f"{CHAIN_DRIVER.name}: play_chain must start with its docstring")
+    lines = text.splitlines()[docstring.end_lineno:driver.end_lineno]
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    return [arg.arg for arg in driver.args.args[1:]], "\n".join(lines) + "\n"
+
+
+# Read once, at import: parses on the trusted side run one at a time (sandbox.lint.parse), and chains are
+# written from parallel threads.
+CHAIN_DRIVER_PARAMETERS, CHAIN_DRIVER_BODY = _read_chain_driver()
+
 
 def _stations_placed_together(steps, after=()) -> dict[str, list[str]]:
     """For each place_ step, the other stations a later make_ step needs next to it. `after`: steps
@@ -177,16 +200,10 @@ def chain_as_action(sources: dict[str, str], steps: list[str] | tuple[str, ...],
 
 def chain_source(sources: dict[str, str], steps: list[str] | tuple[str, ...], max_steps: int,
                  after: Sequence[str] = (), needs: Mapping[str, Sequence[str]] | None = None) -> str:
-    """Sources plus a `main` that plays `steps` (coded-action names) in order. `after` names the
-    steps that follow in other actions, so that a station is still placed next to what they need.
-
-    It generalises the chain example (examples/obtain_wood_pickaxe.py): a step named after an
-    achievement is retried until the achievement unlocks; when the item a place_/make_ step needs
-    lacks a material, that material's collect_ step runs first; a station is placed next to the
-    stations it will be used with, and placed again when the one placed before is gone (arrows
-    break tables and furnaces) or out of reach; when an action finds nothing to act on, the player explores; and
-    between steps the player drinks, eats and sleeps when it must. A step not named after an
-    achievement runs once.
+    """Sources plus a `main` that plays `steps` (coded-action names) in order with the chain driver
+    (prompts/chain_driver.py, which says how). `after` names the steps that follow in other actions, so
+    that a station is still placed next to what they need. It generalises the chain example
+    (examples/obtain_wood_pickaxe.py).
 
     With `needs` (step -> the achievements it needs first: a score plan), a step that fails is passed
     over instead of ending the chain, and so is a step whose needs did not unlock.
@@ -200,60 +217,22 @@ def chain_source(sources: dict[str, str], steps: list[str] | tuple[str, ...], ma
     unknown = [s for s in steps if s not in sources and not any(f"def {s}(" in src for src in sources.values())]
     if unknown:
         raise ValueError(f"chain steps {unknown} are not defined in the given sources")
-    rows = "\n".join(f"        ({s}, {(s if s in ACHIEVEMENTS else None)!r})," for s in steps)
-    gather = ", ".join(f"{s.removeprefix('collect_')!r}: {s}" for s in steps if s.startswith("collect_"))
-    placers = ", ".join(f"{s.removeprefix('place_')!r}: {s}" for s in steps if s.startswith("place_"))
-    if needs is None:  # a chain: a step that fails ends it, the later steps need it
-        needs_line = skip_unready = ""
-        stop_on_failure = "        if goal is not None and goal not in game.achievements:\n            return\n"
-    else:  # a score plan: pass over what failed or is not ready, the rest still counts
-        needs_line = f"\n    needs = {dict(needs)!r}"
-        skip_unready = ("\n        if not all(a in game.achievements for a in needs.get(goal, ())):"
-                        "\n            continue")
-        stop_on_failure = ""
+    rows = "".join(f"        ({s}, {(s if s in ACHIEVEMENTS else None)!r}),\n" for s in steps)
+
+    def actions_by(prefix: str) -> str:  # {'wood': collect_wood, ...}: the step functions themselves
+        return "{" + ", ".join(f"{s.removeprefix(prefix)!r}: {s}" for s in steps if s.startswith(prefix)) + "}"
+
+    data = {"steps": f"[\n{rows}    ]", "gather": actions_by("collect_"), "placers": actions_by("place_"),
+            "place_near": repr(_stations_placed_together(steps, after)),
+            "needs": repr(None if needs is None else dict(needs)), "retries": repr(CHAIN_RETRIES)}
+    if set(data) != set(CHAIN_DRIVER_PARAMETERS):  # the driver's signature names the data it reads
+        raise RuntimeError(f"play_chain takes {CHAIN_DRIVER_PARAMETERS}; chain_source gives {list(data)}")
     # Everything main needs lives inside it: top-level constants would be copied along with every
     # function when the program is split into skills and chained again.
-    main = f'''@coded_action(max_steps={int(max_steps)})
-def main(game):
-    """Chain: {' -> '.join(steps) or 'nothing'}; each step retried until its achievement unlocks."""
-    steps = [
-{rows}
-    ]
-    gather = {{{gather}}}
-    placers = {{{placers}}}
-    place_near = {_stations_placed_together(steps, after)!r}{needs_line}
-
-    def gatherer(item):  # the collect_ step of the first material `item` lacks, when the chain has one
-        lacking = [m for m, n in game.requirements(item).items() if not game.has(m, n)]
-        return gather.get(lacking[0]) if lacking else None
-
-    for action, goal in steps:{skip_unready}
-        for _ in range({CHAIN_RETRIES}):
-            if goal is not None and goal in game.achievements:
-                break
-            yield from stay_alive(game)
-            todo = action
-            if goal is not None and goal.startswith(("place_", "make_")):
-                item = goal.split("_", 1)[1]
-                stations = game.stations(item) if goal.startswith("make_") else place_near.get(goal, [])
-                fetch = gatherer(item)
-                if fetch is not None:
-                    todo = fetch
-                elif stations:
-                    # Arrows turn tables and furnaces into path: walk to the stations still standing and
-                    # place again there the ones placed before that are gone (or out of reach).
-                    yield from game.go_near([s for s in stations if len(game.known(s)) > 0])
-                    gone = [s for s in stations if not game.is_near(s) and s in placers
-                            and "place_" + s in game.achievements]
-                    if gone:
-                        todo = gatherer(gone[0]) or placers[gone[0]]
-            acted = False
-            for name in todo(game):
-                acted = True
-                yield name
-            if not acted:
-                yield from explore(game)
-            if goal is None:
-                break
-{stop_on_failure}'''
+    title = " -> ".join(steps) or "nothing"
+    main = (f"@coded_action(max_steps={int(max_steps)})\n"
+            "def main(game):\n"
+            f'    """Chain: {title}; each step retried until its achievement unlocks."""\n'
+            + "".join(f"    {name} = {data[name]}\n" for name in CHAIN_DRIVER_PARAMETERS)
+            + "\n" + CHAIN_DRIVER_BODY)
     return "\n\n".join(s.rstrip() for s in sources.values()) + "\n\n\n" + main

@@ -8,13 +8,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
 from envs.tasks import get_task
+from rl import MIN_TRAIN_STEPS
 from rl.coded_sources import agent_code, check_config_sources, check_shaping
 from rl.ppo import PPOSettings
 
 # Sane bounds for every PPO setting an agent may choose: (ge, le) for numbers, allowed values for strings.
 PPO_BOUNDS: dict[str, Any] = {
     "seed": (0, 999_999),  # below envs.seeds.EVAL_SEED_BASE: training never sees evaluation worlds
-    "total_steps": (1_000, 10_000_000),
+    "total_steps": (MIN_TRAIN_STEPS, 10_000_000),
     "learning_rate": (1e-6, 1e-2),
     "num_envs": (1, 64),
     "num_steps": (8, 4096),

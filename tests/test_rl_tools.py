@@ -151,7 +151,8 @@ def wait(game):
 def _is_death_cause(cause: str) -> bool:
     """envs.describe.damage_cause's words: a hit, or the empty status bars named together."""
     bars = set(cause.replace(" and ", ", ").split(", "))
-    return cause in ("lava", "zombie", "skeleton arrow", "unseen attacker") or bars <= {"starvation", "thirst", "exhaustion"}
+    hits = ("lava", "zombie", "skeleton arrow", "unseen attacker")
+    return cause in hits or bars <= {"starvation", "thirst", "exhaustion"}
 
 
 def test_train_ppo_reports_how_episodes_ended_and_what_killed_the_player(tmp_path, monkeypatch):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from envs.tasks import TASKS
 from nodes.expert import write_source
-from nodes.recipes import backward_chain, score_order, template_for
+from nodes.recipes import backward_chain, prerequisites, score_order, template_for
 
 
 def chain_of(task: str) -> list[str]:
@@ -43,6 +43,6 @@ def pure_code_program(task: str, replace: dict[str, str] | None = None) -> str:
     chain = chain_of(task)
     sources = {**coded_actions_for(task), **(replace or {})}
     if TASKS[task].is_score:  # a score plan: a step that fails is passed over, not the end
-        needs = {a: [p for p in TASKS[a].prerequisites if p in chain] for a in chain}
+        needs = {a: [p for p in prerequisites(a) if p in chain] for a in chain}
         return chain_source(sources, chain, TASKS[task].max_steps, needs=needs)
     return chain_source(sources, chain, TASKS[task].max_steps)
