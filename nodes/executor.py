@@ -30,6 +30,7 @@ from envs.seeds import eval_seeds
 from envs.tasks import TASKS
 from nodes.context import RunContext, context_of
 from nodes.library import CHAIN_HELPERS, Pool, definitions, pool_of
+from nodes.recipes import prerequisites
 from nodes.skills import Skill
 from nodes.skills_io import skill_from_best
 from nodes.state import RLGPTState
@@ -51,7 +52,7 @@ class _ChainStep:
         self.subtask = subtask
         self.place = place  # "i/n": where the skill sits in the chain, for video captions
         self.achievement = TASKS[subtask].achievement or subtask
-        self.prerequisites = frozenset(TASKS[subtask].prerequisites)
+        self.prerequisites = frozenset(prerequisites(subtask))
         self.step_limit = TASKS[subtask].max_steps
         self.kind = skill.kind
         if self.kind == "code":
@@ -123,7 +124,7 @@ def _load_chain(plan: list[dict], skills: Mapping[str, SkillLike], seed: int,
         skill = Skill.model_validate(skills[sub["name"]])
         for source in skill.sources:
             pool.add(source, subtask=sub["name"], kind=skill.kind)
-        earlier = [n for n in names[:i] if n in TASKS[sub["name"]].prerequisites] if score else names[:i]
+        earlier = [n for n in names[:i] if n in prerequisites(sub["name"])] if score else names[:i]
         chain.append(_ChainStep(sub["name"], skill, seed, earlier=earlier, pool=pool.copy(),  # as it stands here
                                 later=names[i + 1:], place=f"{i + 1}/{len(plan)}"))
     return chain
@@ -196,6 +197,7 @@ def evaluate_chain(task: str, plan: list[dict], skills: Mapping[str, SkillLike],
     successes, total_steps, reached = 0, 0, {s.subtask: 0 for s in chain}
     errors: list[str] = []
     unlocked: list[list[str]] = []
+    outcomes: list[int] = []  # 1/0 per held-out seed, in seed order: methods are compared pair by pair on them
     first: EpisodeRecord | None = None
     furthest: EpisodeRecord | None = None
     start = time.time()
@@ -207,6 +209,7 @@ def evaluate_chain(task: str, plan: list[dict], skills: Mapping[str, SkillLike],
                 reached[name] += 1
             success = target.is_success(set(env.game.achievements))
             successes += int(success)
+            outcomes.append(int(success))
             total_steps += steps
             unlocked.append(sorted(env.game.achievements))
             if record:
@@ -220,7 +223,8 @@ def evaluate_chain(task: str, plan: list[dict], skills: Mapping[str, SkillLike],
     return {"ran": True, "task": task, "episodes": episodes, "successes": successes,
             "success_rate": successes / episodes, "ci95": [round(low, 4), round(high, 4)],
             "steps": total_steps, "mean_steps": total_steps / episodes, "seeds": [seeds[0], seeds[-1]],
-            "reached": reached, "errors": errors, "wall_time_s": round(time.time() - start, 2), "missing": missing,
+            "reached": reached, "outcomes": outcomes, "errors": errors, "wall_time_s": round(time.time() - start, 2),
+            "missing": missing,
             "chain": [f"{s.subtask}:{s.kind}" for s in chain],
             **(_score_fields(unlocked, seed) if score else {}),
             **({"replays": {"first": first.to_json(), "furthest": furthest.to_json()}}

@@ -104,6 +104,31 @@ def test_quick_rates_come_with_wilson_intervals_and_counted_steps(quick_report):
     assert len(by_key["table5_achievements"].rows) == 22
 
 
+def test_mcnemar_exact_matches_a_hand_computed_binomial_tail():
+    from rl.evaluate import mcnemar_exact
+
+    # 10 discordant seeds split 9 to 1: p = 2 * (C(10,0) + C(10,1)) / 2**10
+    a = [1] * 9 + [0] + [1] * 5 + [0] * 5
+    b = [0] * 9 + [1] + [1] * 5 + [0] * 5
+    t = mcnemar_exact(a, b)
+    assert (t["only_a"], t["only_b"], t["both"], t["neither"]) == (9, 1, 5, 5)
+    assert t["p_value"] == pytest.approx(22 / 1024) and t["difference"] == pytest.approx(8 / 20)
+    assert mcnemar_exact([1, 0], [1, 0])["p_value"] == 1.0  # no discordant seed: nothing tells them apart
+    with pytest.raises(ValueError, match="same seeds"):
+        mcnemar_exact([1], [1, 0])
+
+
+@pytest.mark.slow
+def test_every_cell_keeps_its_per_seed_outcomes_and_table1_pairs_them(quick_report):
+    cfg, tables, path = quick_report
+    cells = [json.loads(p.read_text()) for p in (cfg.out / "cells").glob("*.json")]
+    rated = [c for c in cells if c.get("success_rate") is not None and c.get("episodes")]
+    assert rated
+    for cell in rated:  # one 1/0 per held-out seed, adding up to the counted successes
+        assert len(cell["outcomes"]) == cell["episodes"] and sum(cell["outcomes"]) == cell["successes"]
+    assert "McNemar exact p = " in path.read_text()
+
+
 @pytest.mark.slow
 def test_published_rows_are_marked_as_published(quick_report):
     cfg, tables, path = quick_report

@@ -84,6 +84,7 @@ def run_rlgpt(task: str, budget: int, episodes: int, work_dir: Path, key: str, *
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     from graph.builder import build_graph, run_config, run_context, start_state
+    from nodes.limits import train_steps_within
     from nodes.settings import RunSettings
 
     task = get_task(task).name
@@ -92,7 +93,7 @@ def run_rlgpt(task: str, budget: int, episodes: int, work_dir: Path, key: str, *
     # threshold (nodes.critic) would be a critic, so that variant keeps whatever it measured first
     no_critic = {"skill_threshold": 0.0} if variant == "no_critic" else {}
     settings = RunSettings(
-        task=task, budget_steps=budget, train_steps=max(1_000, min(train_steps, budget)),
+        task=task, budget_steps=budget, train_steps=train_steps_within(train_steps, budget),
         test_episodes=test_episodes, eval_episodes=episodes, seed=seed, max_wall_s=max_wall_s,
         max_model_calls=1_000_000, max_outer_iters=1 if variant == "one_agent" else 3, vector_mode=vector_mode,
         eval_max_steps=eval_max_steps,
@@ -148,7 +149,7 @@ def _rlgpt_cell(task: str, budget: int, episodes: int, seed: int, variant: str, 
     if evaluation.get("ran"):
         held = {"successes": int(evaluation["successes"]), "eval_steps": int(evaluation["steps"]),
                 "reached": evaluation.get("reached", {}), "errors": evaluation.get("errors", []),
-                "replays": evaluation.get("replays", {})}
+                "replays": evaluation.get("replays", {}), "outcomes": evaluation.get("outcomes")}
         note = ""
     else:
         # the chain is incomplete: play the skills it has, in plan order, up to the first gap
@@ -172,7 +173,7 @@ def _rlgpt_cell(task: str, budget: int, episodes: int, seed: int, variant: str, 
             "skills": {k: {x: v.get(x) for x in ("kind", "success_rate", "passing", "sources", "entry", "policy_path")}
                        for k, v in skills.items()},
             "reached": held.get("reached", {}), "attempts": attempts, "note": note,
-            "replays": held.get("replays", {}),
+            "replays": held.get("replays", {}), "outcomes": held.get("outcomes"),
             # a score task: what each held-out episode unlocked, as table 5 reads it
             **({"achievements": evaluation["achievements"], "mean_episode_length": evaluation["mean_steps"]}
                if score else {})}
@@ -202,7 +203,7 @@ def run_pure_rl(task: str, budget: int, episodes: int, work_dir: Path, *, seed: 
     if TASKS[task].achievement is not None:
         held = evaluate_skills(task, [(task, policy_skill(result.policy_path))], episodes, seed)
         cell.update({k: held[k] for k in ("successes", "episodes", "success_rate", "ci_low", "ci_high",
-                                          "eval_steps", "replays")})
+                                          "eval_steps", "replays", "outcomes")})
     cell["wall_s"] = round(time.time() - start, 1)
     return cell
 
@@ -234,5 +235,5 @@ def run_pure_code(task: str, episodes: int, *, test_episodes: int = 8, seed: int
     return {"method": "pure_code", "task": task, "budget_steps": None,
             **{k: v for k, v in tested.items() if k != "source"},
             **{k: held[k] for k in ("successes", "episodes", "success_rate", "ci_low", "ci_high", "eval_steps",
-                                    "replays")},
+                                    "replays", "outcomes")},
             "seed": seed, "wall_s": round(time.time() - start, 1)}

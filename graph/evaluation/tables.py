@@ -207,6 +207,20 @@ def _rate_row(cell: dict, prefix: str = "") -> dict[str, Any]:
             f"{prefix}env_steps": cell.get("env_steps")}
 
 
+def paired_text(label_a: str, cell_a: dict, label_b: str, cell_b: dict) -> str:
+    """Two methods compared seed by seed (McNemar's exact test), or why they cannot be."""
+    from rl.evaluate import mcnemar_exact
+
+    a, b = cell_a.get("outcomes"), cell_b.get("outcomes")
+    if not a or not b or len(a) != len(b):
+        return (f"{label_a} vs {label_b}: no paired test (a cell measured before per-seed outcomes were stored; "
+                "`--no-resume` measures it again)")
+    t = mcnemar_exact(a, b)
+    return (f"{label_a} vs {label_b} on the same {t['episodes']} seeds: {t['only_a']} won only by {label_a}, "
+            f"{t['only_b']} only by {label_b}, {t['both']} by both, {t['neither']} by neither; difference "
+            f"{100 * t['difference']:+.1f} points, McNemar exact p = {t['p_value']:.3g}")
+
+
 def _seed_note(cfg: EvalConfig) -> str:
     from envs.seeds import eval_seeds
 
@@ -232,7 +246,9 @@ def table_diamond(run: Runner) -> Table:
              "Env steps: every primitive step of training and code tests, in every iteration "
              "(pure code: its code tests). Held-out evaluation steps are not budget.",
              "Rows marked 'published, MineDojo' are the paper's Minecraft figures, not our runs; "
-             "Crafter's diamond sits at the same depth of the tech tree."]
+             "Crafter's diamond sits at the same depth of the tech tree.",
+             "Paired: " + "; ".join(paired_text(METHOD_LABELS["rlgpt"], cells["rlgpt"], METHOD_LABELS[m], cells[m])
+                                    for m in ("pure_code", "pure_rl")) + "."]
     if c.videos:
         videos = {m: run.video(f"table1_{m}", cell, f"{METHOD_LABELS[m]}: the held-out episode where it got furthest")
                   for m, cell in cells.items()}
@@ -249,11 +265,14 @@ def table_diamond(run: Runner) -> Table:
 def table_tech_tree(run: Runner) -> Table:
     c = run.cfg
     rows = []
+    paired: list[str] = []
     for task in c.tasks:
         row: dict[str, Any] = {"task": task}
-        for m, cell in (("rlgpt", run.rlgpt(task, c.task_budget)), ("pure_rl", run.pure_rl(task, c.task_budget)),
-                        ("pure_code", run.pure_code(task))):
+        cells = {"rlgpt": run.rlgpt(task, c.task_budget), "pure_rl": run.pure_rl(task, c.task_budget),
+                 "pure_code": run.pure_code(task)}
+        for m, cell in cells.items():
             row.update(_rate_row(cell, f"{m}_"))
+        paired.append(f"{task}: " + paired_text("RL-GPT", cells["rlgpt"], "pure code", cells["pure_code"]))
         pub = published.TECH_TREE_RLGPT.get(task)
         row["published_rlgpt_minedojo"] = pub.value if pub else None
         rows.append(row)
@@ -265,7 +284,7 @@ def table_tech_tree(run: Runner) -> Table:
                  [_seed_note(c), f"Budget per task and method: {c.task_budget:,} env steps (pure code spends "
                   "only its code tests).", "The last column is RL-GPT's published MineDojo success on the "
                   "corresponding Minecraft task (crafting table, wooden pickaxe, stone, stone pickaxe, furnace); "
-                  "not our run."], plot="table2_tech_tree.png")
+                  "not our run.", "Paired, per task: " + "; ".join(paired) + "."], plot="table2_tech_tree.png")
 
 
 # ---- Table 3 ---------------------------------------------------------------------------------
@@ -320,7 +339,8 @@ def _evaluate_attempt(task: str, attempt: dict, cell: dict, episodes: int, seed:
         skills.append((attempt["subtask"], {"kind": "rl", "policy_path": attempt["policy_path"]}))
     start = time.time()
     held = evaluate_skills(task, skills, episodes, seed)
-    return {**{k: held[k] for k in ("successes", "episodes", "success_rate", "ci_low", "ci_high", "eval_steps")},
+    return {**{k: held[k] for k in ("successes", "episodes", "success_rate", "ci_low", "ci_high", "eval_steps",
+                                    "outcomes")},
             "wall_s": round(time.time() - start, 1)}
 
 
