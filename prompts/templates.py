@@ -231,8 +231,8 @@ def _limits(limits: Mapping[str, Any] | None, mode: str) -> str:
         cost, left = int(seeds) * int(steps), limits.get("budget_left")
         spent = min(cost, int(left)) if left is not None else cost
         capped = f" (capped at the {left} left: each episode gets its share)" if spent < cost else ""
-        lines.append(f"One test round plays {seeds} episodes of up to {steps} steps each: it costs up to "
-                     f"{spent} steps{capped}; `max_steps` caps it.")
+        lines.append(f"One test round plays {seeds} episodes of up to {steps} steps, each ending at the "
+                     f"subtask's achievement or a death: it costs up to {spent} steps{capped}; `max_steps` caps it.")
     if limits.get("budget_left") is not None:
         lines.append(f"Environment steps left in the budget: {limits['budget_left']}.")
     if mode == "code" and limits.get("pass_rule"):

@@ -278,3 +278,35 @@ def test_the_trace_says_which_functions_the_code_was_in():
     assert lines[0] == "step 1: move_up (in main > walk > explore)"
     assert "(in" not in lines[1]  # unchanged: not repeated
     assert lines[6].startswith("step 7: noop (in main)")
+
+
+def test_every_failing_seed_keeps_its_line_and_the_successes_share_one():
+    """A repair needs every failure: with long lines the seeds are cut to a share, never dropped; what the earlier
+    skills unlocked is said once, not on every line."""
+    prefix = ["collect_wood", "place_table", "make_wood_pickaxe"]
+    many = [f"achievement_{i}" for i in range(12)]
+
+    def report(seed: int, won: bool) -> dict:
+        return {"seed": seed, "ended": "success" if won else "died", "task_success": won, "steps": 300 + seed,
+                "death_cause": None if won else "zombie", "achievements_before": [],
+                "achievements_unlocked": prefix + many + (["collect_stone"] if won else []),
+                "inventory_after": {"health": 0 if not won else 5, "wood": 3, "stone": 9}, "trace": "step 1: noop"}
+
+    rows = [report(s, s in (3, 6)) for s in range(8)]
+    text = summarise_reports_for_agent(rows, max_chars=1500, prerequisites=prefix)
+    assert len(text) <= 1500 and "more seeds" not in text
+    for seed in (0, 1, 2, 4, 5, 7):
+        assert f"\nseed {seed}: died at step {300 + seed} (zombie)" in text
+    assert "success on 2 seeds: 3 at step 303, 6 at step 306" in text
+    seed_lines = [line for line in text.splitlines() if line.startswith("seed ")]
+    assert not any("place_table" in line for line in seed_lines)  # the prefix's achievements, said above
+
+
+def test_a_report_counts_each_helper_that_stopped_short_with_its_reason():
+    code = ("def main(game):\n    for _ in range(30):\n        yield from game.shelter()\n"
+            "        yield from game.go_to((60, 60))\n        yield 'noop'\n")
+    report = run_code(code, task="collect_iron", seed=3, max_steps=30, **FAST)
+    by_helper = {line.split(" ", 1)[0]: line for line in report.refusals}
+    assert set(by_helper) == {"shelter", "go_to"}
+    assert by_helper["shelter"].startswith("shelter 30 times, last at step 29: needs a wood pickaxe")
+    assert "helpers that stopped short: shelter 30 times" in summarise_reports_for_agent([report])

@@ -54,6 +54,7 @@ GIF_MIN_WIDTH = 192
 
 Ended = Literal["success", "died", "out_of_steps", "action_returned", "error", "precondition"]
 LAST_HURTS = 6  # health losses listed in a death's detail
+MAX_REFUSAL_HELPERS = 6  # helpers listed with their refusals in a report
 
 
 class CodeRunReport(BaseModel):
@@ -67,10 +68,13 @@ class CodeRunReport(BaseModel):
                                      "out) | action_returned (the action finished without success) | error (see "
                                      "failure_kind) | precondition (its precondition was false: nothing to act on)")
     death_cause: str | None = Field(
-        None, description="when died: lava | zombie | skeleton arrow | starvation | thirst | exhaustion | unknown")
+        None, description="when died: lava | zombie | skeleton arrow | starvation | thirst | exhaustion | unseen "
+                          "attacker")
     death_detail: str | None = Field(None, description="when died: the last health losses and the status bars")
     last_refusal: str | None = Field(None, description="why a helper of the game API (go_to, shelter, ...) last "
                                                        "stopped short during the run, if one did")
+    refusals: list[str] = Field(default_factory=list, description="each helper that stopped short: how often, "
+                                                                  "at which step last, and its last reason")
     task: str = ""
     seed: int = 0
     action: str | None = Field(None, description="the coded action that ran")
@@ -96,7 +100,9 @@ class CodeRunReport(BaseModel):
             lines.append(f"death: {self.death_cause}; {self.death_detail}")
         if self.error:
             lines.append(f"error: {self.error}")
-        if self.last_refusal:
+        if self.refusals:
+            lines.append("helpers that stopped short: " + "; ".join(self.refusals))
+        elif self.last_refusal:
             lines.append(f"a helper stopped short: {self.last_refusal}")
         gained = _gained(data)
         if gained or self.achievements_before:
@@ -168,6 +174,7 @@ class _Progress:
         self.frames = [env.render()] if gif else []
         self.deadline = float("inf")
         self.refusal: str | None = None
+        self.refusals: dict[str, tuple[int, int, str]] = {}  # helper -> (times, last step, last reason)
         self.code: AgentCode | None = None  # the sandbox running the call: says which functions it is in
         self.faced = self._faced()  # what a 'do' hits: read before the step, shown on its trace line
 
@@ -202,6 +209,15 @@ class _Progress:
     def on_refusal(self, text: str) -> None:
         self.refusal = text
         self.trace.note(f"step {self.steps}: a helper stopped short: {text}")
+        helper, _, reason = text.partition(":")  # the helper names itself first ('shelter: no stone ...')
+        helper = helper[:40]
+        count = self.refusals.get(helper, (0, 0, ""))[0] + 1
+        self.refusals[helper] = (count, self.steps, reason.strip() or text)
+
+    def refusal_lines(self) -> list[str]:
+        """Per helper that stopped short: how often, when last and why; the trace's end may not reach it."""
+        return [f"{helper} {count} time{'s' if count > 1 else ''}, last at step {step}: {text}"
+                for helper, (count, step, text) in list(self.refusals.items())[:MAX_REFUSAL_HELPERS]]
 
     def observation(self):
         """What the player observes now (the backend's plain-data view, no link to the simulator)."""
@@ -336,7 +352,8 @@ def _seen(progress: _Progress, name: str) -> dict[str, Any]:
     """What the trusted side saw of the episode, up to where it ended or was stopped."""
     return dict(action=name, steps=progress.steps, achievements_before=progress.achievements_before,
                 achievements_unlocked=sorted(progress.achievements), inventory_before=progress.inventory_before,
-                inventory_after=progress.inventory, last_refusal=progress.refusal, **progress.ending())
+                inventory_after=progress.inventory, last_refusal=progress.refusal, refusals=progress.refusal_lines(),
+                **progress.ending())
 
 
 def _input_problem(task: Any, seed: Any, max_steps: Any, action: Any) -> str | None:
@@ -375,6 +392,7 @@ def _write_gif(frames: list, output_dir: str, base: dict) -> str | None:
 ERROR_FIRST_LINE_CHARS = 160
 MAX_DETAILS = 3  # failing seeds shown in detail, while the budget lasts
 MIN_DETAIL_CHARS = 500
+MIN_SEED_LINE_CHARS = 90  # a failing seed's line is cut to no less: its seed, ending and cause
 DETAIL_ERROR_CHARS = 700
 MIN_SUMMARY_CHARS = 300
 
@@ -405,14 +423,20 @@ def summarise_reports_for_agent(reports: list[CodeRunReport | dict], max_chars: 
         started = [r for r in rows if needed <= set(r.get("achievements_unlocked") or ())]
         won = sum(bool(r.get("task_success")) for r in started)
         lines.append(f"earlier skills played first ({', '.join(sorted(needed))}): {len(started)} of {len(rows)} "
-                     f"runs reached your action; {won} of those {len(started)} succeeded")
-    per_seed = [_seed_line(r, needed) for r in rows]
-    budget = max_chars // 2  # the seed lines take at most half: the detail is what a repair needs
-    for k, line in enumerate(per_seed):
-        if sum(len(x) + 1 for x in lines) + len(line) + 1 > budget:
-            lines.append(f"... {len(per_seed) - k} more seeds")
-            break
-        lines.append(line)
+                     f"runs reached your action; {won} of those {len(started)} succeeded ('gained' below leaves "
+                     "their achievements out)")
+    # every failing seed keeps its line (cut to a fair share when they do not all fit), the successes share one:
+    # the seed lines take at most half, the detail is what a repair needs
+    budget = max_chars // 2
+    successes = [r for r in rows if r.get("task_success")]
+    success_line = (f"success on {len(successes)} seeds: " + ", ".join(
+        f"{r.get('seed')} at step {r.get('steps') or 0}" for r in successes)) if successes else ""
+    failing = [_seed_line(r, needed) for r in rows if not r.get("task_success")]
+    room = budget - sum(len(x) + 1 for x in lines) - min(len(success_line) + 1, 200)
+    share = max(MIN_SEED_LINE_CHARS, room // max(1, len(failing)))
+    lines += [line if len(line) <= share else line[:share - 3] + "..." for line in failing]
+    if success_line:
+        lines.append(success_line if len(success_line) <= 200 else success_line[:197] + "...")
     head = "\n".join(lines)
     ranked = _most_informative(rows, needed)
     if not ranked:
@@ -420,7 +444,8 @@ def summarise_reports_for_agent(reports: list[CodeRunReport | dict], max_chars: 
     # the most informative failure in full; more of them while a fair share of the budget is left
     out, room = head, max_chars - len(head) - 1
     for k, report in enumerate(ranked[:MAX_DETAILS]):
-        share = room if k == len(ranked[:MAX_DETAILS]) - 1 else max(room // 2, MIN_DETAIL_CHARS)
+        # the first gets most of it: one failure seen whole (its trace's end and view) helps more than two cut
+        share = room if k == len(ranked[:MAX_DETAILS]) - 1 else max(room * 2 // 3, MIN_DETAIL_CHARS)
         if share < MIN_DETAIL_CHARS and k:
             break
         detail = _detail(report, share)
@@ -449,7 +474,7 @@ def _seed_line(report: dict, prerequisites: set[str] | frozenset[str] = frozense
         # a heading line ('...rejected before running:') says nothing without the line it introduces
         first = f"{rows[0]} {rows[1].strip()}" if rows[0].endswith(":") and len(rows) > 1 else rows[0]
         line += f"; {first[:ERROR_FIRST_LINE_CHARS]}{'...' if len(first) > ERROR_FIRST_LINE_CHARS else ''}"
-    gained = _gained(report)
+    gained = [a for a in _gained(report) if a not in prerequisites]  # the earlier skills' are said once above
     return line + f"; gained {', '.join(gained) if gained else 'nothing'}"
 
 
@@ -474,7 +499,10 @@ def _detail(report: dict, budget: int) -> str:
         parts.append(f"error: {clean_text(report['error'], DETAIL_ERROR_CHARS, mark=False)}")
     if report.get("death_detail"):
         parts.append(f"death: {report.get('death_cause')}; {report['death_detail']}")
-    if report.get("last_refusal"):
+    if report.get("refusals"):
+        parts.append("helpers that stopped short: " + "; ".join(
+            clean_text(r, ERROR_FIRST_LINE_CHARS, mark=False) for r in report["refusals"]))
+    elif report.get("last_refusal"):
         parts.append(f"a helper stopped short: {report['last_refusal']}")
     room = budget - sum(len(p) + 1 for p in parts)
     view = f"last view:\n{report['last_view']}"[:max(0, room // 2)] if report.get("last_view") else ""

@@ -1,6 +1,6 @@
 def stay_alive(game):
-    """Fight a zombie next to the player, spend the night walled into a shelter, and drink, eat or
-    sleep when a status bar runs low.
+    """Fight a zombie next to the player; shelter and sleep when daylight < 0.4 or energy < 3; drink when
+    drink < 6, eat when food < 6.
 
     Long chains outlast the status bars: food lasts about 200 steps, drink a little less. Zombies
     crowd the grass at night and hit a sleeping player hardest, so the night (or a rest when energy
