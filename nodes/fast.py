@@ -275,7 +275,6 @@ def fast(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal["
     round_ = last_tool_round(messages) if round_id(messages) else []
     current = with_update(state, update)
     decomposition = current_decomposition(state)
-    subtask = state["plan"][state["subtask_index"]]["name"]
     learned = [a for a in decomposition["sub_actions"] if a["kind"] == "rl"]
 
     if any(m.name == TRAIN_TOOL for m in round_):  # a training measures the attempt: the critic judges it
@@ -332,15 +331,8 @@ def fast(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal["
     if not calls:
         return to_critic(update, "the fast agent called no tool")
     call = calls[0]
-    answer_names = {"WriteCode", "ConfigureRL", "TrainPolicy"}
-    if call["name"] in answer_names:
-        try:  # the model layer validated it already; a replayed or scripted answer is checked here again
-            args = schema.model_validate(call["args"]).model_dump() if call["name"] == schema.__name__ else None
-        except ValidationError as exc:
-            args = None
-            problem = str(exc).splitlines()[0]
-        else:
-            problem = f"answered {call['name']} where {schema.__name__} was asked"
+    if call["name"] in ANSWER_NAMES:
+        args, problem = validated_args(call, schema)
         if args is None:
             return to_critic(update, f"unusable answer: {problem}")
         call = {**call, "args": args}
@@ -349,31 +341,61 @@ def fast(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal["
     if call["name"] == "WriteCode":
         return _write_code(current, update, settings, lib, target, call["args"], pending, answer)
     if call["name"] == "ConfigureRL":
-        args = dict(call["args"])
-        asked = int(args["total_steps"])
-        least = context["rl"]["max_train_steps"] if fallback_training(state, subtask) else MIN_TRAIN_STEPS
-        args["total_steps"] = train_steps_within(asked, context["rl"]["max_train_steps"], least)
-        if args["total_steps"] != asked:  # the graph, not the model, holds the budget
-            update["events"] = [*update.get("events", []), {
-                "type": "budget_fit", "subtask": subtask,
-                "changes": [f"ConfigureRL: total_steps {asked} -> {args['total_steps']}"]}]
-        config = {"task": subtask, "obs_kind": "symbolic", "reward": args.get("reward", "task"),
-                  "coded_actions": lib.head_sources(list(args.get("coded_actions") or [])),
-                  "eval_episodes": 0,
-                  "ppo": {**ppo_defaults(settings, moved_from_code=any(
-                      r.get("subtask") == subtask and r.get("kind") == "code" for r in state.get("results", []))),
-                      "total_steps": int(args["total_steps"])}}
-        n = sum(1 for c in state.get("rl_configs", []) if c["subtask"] == subtask) + 1
-        update["rl_configs"] = [{"subtask": subtask, "sub_action": target["name"], "version": n,
-                                 "config": config, "coded_action_names": list(args.get("coded_actions") or [])}]
-        return _dispatch(current, update, [_call(CONFIGURE_TOOL, {"rl_config": config})], answer)
+        # the state as the node found it: a head entry's test recorded in this call does not count as code the
+        # sub-action was moved from (ppo_defaults' prior)
+        configured, config_calls = configure_rl_calls(state, settings, lib, target, context["rl"], call["args"])
+        return _dispatch(current, {**update, **configured,
+                                   "events": [*update.get("events", []), *configured.get("events", [])]},
+                         config_calls, answer)
     if call["name"] == "TrainPolicy":
-        version = sum(1 for c in state.get("rl_configs", []) if c["subtask"] == subtask)
-        run_dir = settings.run_dir / "ppo" / (  # the config's version: a re-planned subtask keeps its old policy
-            f"{subtask}-o{state.get('outer_iter', 0)}-i{state.get('inner_iter', 0)}-v{version}")
-        args = {"rl_config": context["configured"], "run_dir": str(run_dir.resolve())}
-        return _dispatch(current, update, [_call(TRAIN_TOOL, args)], answer)
+        return _dispatch(current, update, train_policy_calls(current, settings, context["configured"]), answer)
     return _dispatch(current, update, calls, answer)  # a plugin tool, called as the model wrote it
+
+
+ANSWER_NAMES = ("WriteCode", "ConfigureRL", "TrainPolicy")  # the fast agent's answers, each turned into tool calls
+
+
+def validated_args(call: Mapping[str, Any], schema: Any) -> tuple[dict | None, str]:
+    """(the answer's arguments as the asked schema validates them, or None; why not). The model layer validated
+    the answer already; a replayed or scripted answer is checked here again."""
+    if call["name"] != schema.__name__:
+        return None, f"answered {call['name']} where {schema.__name__} was asked"
+    try:
+        return schema.model_validate(call["args"]).model_dump(), ""
+    except ValidationError as exc:
+        return None, str(exc).splitlines()[0]
+
+
+def configure_rl_calls(state: Mapping[str, Any], settings: RunSettings, lib: Library, target: dict,
+                       rl: Mapping[str, Any], args: Mapping[str, Any]) -> tuple[dict, list[dict]]:
+    """A ConfigureRL answer as (the state update, the configure_rl tool call): the graph's facts (task, the head's
+    sources, PPO defaults) around the model's choices, its total_steps held within the budget."""
+    subtask = lib.subtask
+    update: dict[str, Any] = {}
+    asked = int(args["total_steps"])
+    least = rl["max_train_steps"] if fallback_training(state, subtask) else MIN_TRAIN_STEPS
+    total_steps = train_steps_within(asked, rl["max_train_steps"], least)
+    if total_steps != asked:  # the graph, not the model, holds the budget
+        update["events"] = [{"type": "budget_fit", "subtask": subtask,
+                             "changes": [f"ConfigureRL: total_steps {asked} -> {total_steps}"]}]
+    names = list(args.get("coded_actions") or [])
+    moved = any(r.get("subtask") == subtask and r.get("kind") == "code" for r in state.get("results", []))
+    config = {"task": subtask, "obs_kind": "symbolic", "reward": args.get("reward", "task"),
+              "coded_actions": lib.head_sources(names), "eval_episodes": 0,
+              "ppo": {**ppo_defaults(settings, moved_from_code=moved), "total_steps": total_steps}}
+    version = sum(1 for c in state.get("rl_configs", []) if c["subtask"] == subtask) + 1
+    update["rl_configs"] = [{"subtask": subtask, "sub_action": target["name"], "version": version,
+                             "config": config, "coded_action_names": names}]
+    return update, [_call(CONFIGURE_TOOL, {"rl_config": config})]
+
+
+def train_policy_calls(state: Mapping[str, Any], settings: RunSettings, configured: dict) -> list[dict]:
+    """A TrainPolicy answer as the train_ppo call of the validated configuration, in a run folder of its own."""
+    subtask = state["plan"][state["subtask_index"]]["name"]
+    version = sum(1 for c in state.get("rl_configs", []) if c["subtask"] == subtask)
+    run_dir = settings.run_dir / "ppo" / (  # the config's version: a re-planned subtask keeps its old policy
+        f"{subtask}-o{state.get('outer_iter', 0)}-i{state.get('inner_iter', 0)}-v{version}")
+    return [_call(TRAIN_TOOL, {"rl_config": configured, "run_dir": str(run_dir.resolve())})]
 
 
 def _dispatch(state: Mapping[str, Any], update: dict, calls: list[Any], answer: AIMessage) -> Command:
