@@ -124,8 +124,10 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
         "inner_iter": inner, "max_inner_iters": max_inner, "outer_iter": outer, "max_outer_iters": max_outer,
         "loops": loops_text(settings, inner, outer, judged["kind"]),
         "budget_left": budget_left(current), "min_train_steps": MIN_TRAIN_STEPS,
-        "pass_rule": pass_rule_text(settings.code_test_episodes, settings.target_success) if judged["kind"] == "code"
-        else training_pass_rule_text(settings.target_success),
+        # over the runs the rate is judged on: fewer than the test seeds when some died before the sub-action
+        "pass_rule": pass_rule_text((judged_count(result) or (0, settings.code_test_episodes))[1] or
+                                    settings.code_test_episodes, settings.target_success)
+        if judged["kind"] == "code" else training_pass_rule_text(settings.target_success),
         "meets_target": meets_target(result, settings.target_success), "judged_count": judged_count(result),
         "verdict_rules": verdict_rules(settings, inner, outer, judged["kind"]),
     }
