@@ -166,7 +166,8 @@ def test_fast_code_prompt_renders_the_contract():
     assert "def collect_wood(game)" in human  # the example of the sub-action's template kind
     assert "Your last code and what happened (revision 2 of 3)" in human
     assert context["last_attempt"]["report"][-40:] in human and context["last_attempt"]["code"][-30:] in human
-    assert "3 episodes of up to 10000 steps, each ending at the subtask's achievement or a death: it costs up to 30000 steps" in human
+    assert ("3 episodes of up to 10000 steps, each ending at the subtask's achievement or a death: it costs up to "
+            "30000 steps") in human
     assert "subtasks_left 1" in human  # limits the prompt does not know still reach the model
     assert "Critic feedback" in human
     context["last_attempt"] = {"sub_action": "mine_diamond", "code": "def mine_diamond(game):\n    yield 'do'\n",
