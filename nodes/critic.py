@@ -75,9 +75,13 @@ def verdict_rules(settings: RunSettings, inner: int, outer: int, kind: str) -> s
                                    if outer_left else "as fail."))
     rules.append("move: " + ("the slow agent moves the sub-action to the kind you name." if outer_left
                              else "no outer iteration is left: as fail."))
+    # the threshold judges the kept attempt's own rate: for code tests that replay earlier skills, over the runs
+    # that reached the sub-action (nodes.attempts.judged_rate), which the critic must know to foresee the outcome
+    judged = "its success_given_start (its success_rate when no earlier skill plays first)" if kind == "code" \
+        else "it"
     rules.append(f"fail: the best attempt so far (the highest success_rate; the earlier on a tie) is kept and the "
-                 f"run goes on to the next subtask when it reaches the skill threshold {settings.skill_threshold:.0%}; "
-                 f"below it the planner re-plans.")
+                 f"run goes on to the next subtask when {judged} reaches the skill threshold "
+                 f"{settings.skill_threshold:.0%}; below it the planner re-plans.")
     return "\n".join(f"- {r}" for r in rules)
 
 

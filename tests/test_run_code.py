@@ -300,6 +300,11 @@ def test_every_failing_seed_keeps_its_line_and_the_successes_share_one():
     assert "success on 2 seeds: 3 at step 303, 6 at step 306" in text
     seed_lines = [line for line in text.splitlines() if line.startswith("seed ")]
     assert not any("place_table" in line for line in seed_lines)  # the prefix's achievements, said above
+    early = {**report(9, False), "achievements_unlocked": ["collect_wood"]}  # died before the action started
+    line = next(x for x in summarise_reports_for_agent(rows + [early], prerequisites=prefix).splitlines()
+                if x.startswith("seed 9:"))
+    assert line == ("seed 9: died at step 309 (zombie) before your action started (earlier skills did not unlock "
+                    "make_wood_pickaxe, place_table)")  # short: the room goes to the seeds that reached it
 
 
 def test_a_report_counts_each_helper_that_stopped_short_with_its_reason():

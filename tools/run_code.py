@@ -460,7 +460,8 @@ def _seed_line(report: dict, prerequisites: set[str] | frozenset[str] = frozense
         return line + "; a harness failure, not counted against the code"
     missing = sorted(prerequisites - set(report.get("achievements_unlocked") or ()))
     if missing and not report.get("task_success"):
-        line += f" before your action started (earlier skills did not unlock {', '.join(missing)})"
+        # short: the earlier skills' failure is not this code's to repair, and the seeds that reached it need the room
+        return line + f" before your action started (earlier skills did not unlock {', '.join(missing)})"
     if _ended_of(report) == "died":
         held = ", ".join(f"{k} {v}" for k, v in sorted((report.get("inventory_after") or {}).items())
                          if v and k not in ("health", "food", "drink", "energy"))
