@@ -20,7 +20,9 @@ import pytest
 
 from nodes.tokens import SMOLLM2_CONTEXT
 
-pytestmark = [pytest.mark.llm, pytest.mark.timeout(900)]
+# SmolLM2 may write up to its 2,048-token answer limit before a re-ask: on 2 CPU cores one such answer takes
+# minutes, and a recorded run had four (the fixture's). The bound is on a hang, not on the model's length.
+pytestmark = [pytest.mark.llm, pytest.mark.timeout(2400)]
 
 ROOT = Path(__file__).resolve().parents[1]
 # Small everything: two test seeds, one revision, 1,000-step trainings, two held-out episodes, and a bound on
@@ -32,7 +34,7 @@ ARGS = ["harvest log", "--budget-steps", "6000", "--test-episodes", "2", "--eval
 
 def _run(out: Path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "graph.run", *ARGS, "--out", str(out), "--run-id", "smol", *extra],
-                          cwd=ROOT, capture_output=True, text=True, timeout=840)
+                          cwd=ROOT, capture_output=True, text=True, timeout=2100)
 
 
 def _records(path: Path) -> list[dict]:
