@@ -118,6 +118,8 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
     last = state.get("last_attempt") or {}
     max_inner, max_outer = settings.max_inner_iters, settings.max_outer_iters
     inner, outer = int(state.get("inner_iter", 0)), int(state.get("outer_iter", 0))
+    count = judged_count(result)  # (successes, runs judged): fewer runs than seeds when some died before the action
+    judged_runs = count[1] if count and count[1] else settings.code_test_episodes
     context: dict[str, Any] = {
         "subtask": subtask, "sub_action": {"name": judged["name"], "kind": judged["kind"]},
         "result": {k: v for k, v in result.items() if k not in HIDDEN_FROM_CRITIC},
@@ -128,11 +130,9 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
         "inner_iter": inner, "max_inner_iters": max_inner, "outer_iter": outer, "max_outer_iters": max_outer,
         "loops": loops_text(settings, inner, outer, judged["kind"]),
         "budget_left": budget_left(current), "min_train_steps": MIN_TRAIN_STEPS,
-        # over the runs the rate is judged on: fewer than the test seeds when some died before the sub-action
-        "pass_rule": pass_rule_text((judged_count(result) or (0, settings.code_test_episodes))[1] or
-                                    settings.code_test_episodes, settings.target_success)
-        if judged["kind"] == "code" else training_pass_rule_text(settings.target_success),
-        "meets_target": meets_target(result, settings.target_success), "judged_count": judged_count(result),
+        "pass_rule": pass_rule_text(judged_runs, settings.target_success) if judged["kind"] == "code"
+        else training_pass_rule_text(settings.target_success),
+        "meets_target": meets_target(result, settings.target_success), "judged_count": count,
         "verdict_rules": verdict_rules(settings, inner, outer, judged["kind"]),
     }
     try:
