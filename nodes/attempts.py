@@ -16,6 +16,8 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolCall, ToolMessage
 
+from tools.trace import reached_action
+
 CODE_TOOL = "run_code_in_env"
 CONFIGURE_TOOL = "configure_rl"
 TRAIN_TOOL = "train_ppo"
@@ -69,26 +71,28 @@ def _outcome(report: dict) -> str:
     return "no_action" if not report.get("steps") else "no_success"
 
 
-def summarise_code_runs(reports: list[dict], prerequisites: Sequence[str] = ()) -> dict[str, Any]:
+def summarise_code_runs(reports: list[dict], prerequisites: Sequence[str] = (),
+                        judged: Sequence[str] = ()) -> dict[str, Any]:
     """Success rate, steps and failure breakdown over several code test runs.
 
     `prerequisites` are the achievements the replayed prefix must unlock before the judged sub-action
-    gets its turn. `started` counts the runs that got there, and `success_given_start` is the sub-action's
-    own rate over those runs: a run that died on the way says nothing about the sub-action's code.
+    gets its turn, and `judged` names its functions. `started` counts the runs that got there
+    (tools.trace.reached_action), and `success_given_start` is the sub-action's own rate over those runs:
+    a run that died on the way says nothing about the sub-action's code.
     """
     harness = [r for r in reports if r.get("failure_kind") == HARNESS_FAILURE]
     reports = [r for r in reports if r.get("failure_kind") != HARNESS_FAILURE]  # not the code's doing
     n = len(reports)
     successes = sum(bool(r.get("task_success")) for r in reports)
     needed = set(prerequisites)
-    started = [r for r in reports if needed <= set(r.get("achievements_unlocked") or ())]
+    started = [r for r in reports if reached_action(r, needed, judged)]
     started_ok = sum(bool(r.get("task_success")) for r in started)
     kinds = Counter(_outcome(r) for r in reports)
     errors = [f"seed {r.get('seed')}: {r['error']}" for r in reports if r.get("error")]
     return {
         "kind": "code", "episodes": n, "successes": successes,
         "success_rate": successes / n if n else 0.0, "rate_source": "code_tests",
-        "prerequisites": sorted(needed), "started": len(started), "started_successes": started_ok,
+        "prerequisites": list(dict.fromkeys(prerequisites)), "started": len(started), "started_successes": started_ok,
         "success_given_start": started_ok / len(started) if started else None,
         "steps": sum(int(r.get("steps") or 0) for r in reports),
         "outcomes": dict(sorted(kinds.items())),
@@ -199,16 +203,17 @@ def summarise_training(report: dict) -> dict[str, Any]:
     }
 
 
-def measure(messages: Sequence[BaseMessage], prerequisites: Sequence[str] = ()) -> dict[str, Any] | None:
+def measure(messages: Sequence[BaseMessage], prerequisites: Sequence[str] = (),
+            judged: Sequence[str] = ()) -> dict[str, Any] | None:
     """The measured result of the latest tool round, or None if it measured nothing.
-    `prerequisites`: achievements a code test must reach first (see summarise_code_runs)."""
+    `prerequisites` and `judged`: what a code test must reach first (see summarise_code_runs)."""
     round_ = last_tool_round(messages)
     code = [report_of(m) for m in round_ if m.name == CODE_TOOL]
     train = [report_of(m) for m in round_ if m.name == TRAIN_TOOL]
     if train:
         return summarise_training(train[-1])
     if code:
-        return summarise_code_runs(code, prerequisites)
+        return summarise_code_runs(code, prerequisites, judged)
     return None
 
 

@@ -44,7 +44,17 @@ from nodes.context import RunContext, context_of
 from nodes.exits import exit_to
 from nodes.limits import MIN_TRAIN_STEPS, budget_left, fit_calls_to_budget, limit_reached, train_steps_within
 from nodes.models import ModelOutputError
-from nodes.rounds import judged_sub_action, measure_event, record_round, round_id, written_code
+from nodes.rounds import (
+    judged_functions,
+    judged_sub_action,
+    measure_event,
+    plan_of,
+    record_round,
+    round_id,
+    tested_actions,
+    written_code,
+    written_for,
+)
 from nodes.schemas import TrainPolicy, configure_rl_answer, write_code_answer
 from nodes.settings import RunSettings
 from nodes.skills_io import prerequisite_achievements, prior_sources, solved_pool
@@ -97,6 +107,7 @@ class Library:
         self.prior = prior_sources(state)
         self.pool = solved_pool(state)
         self.versions = written_code(state, self.subtask)
+        self.plans = written_for(state, self.subtask)
         for sub in state["decomposition"]["sub_actions"]:
             if sub["kind"] == "code" and sub["name"] in self.versions:
                 self.pool.add(self.versions[sub["name"]], subtask=self.subtask, kind="code", this_subtask=True)
@@ -107,6 +118,11 @@ class Library:
         # a skill whose entry is not among its functions (its code never defined it) cannot be replayed
         self.prefix = [p["main"] for p in self.prior if p.get("main") in self.pool]
         self.max_steps = test_max_steps(settings, self.subtask)
+
+    def replanned(self, sub_action: dict) -> bool:
+        """Whether this subtask's code of `sub_action` was written for a plan the slow agent has changed since."""
+        plan = self.plans.get(sub_action["name"])
+        return plan is not None and plan != plan_of(sub_action)
 
     def with_code(self, code: str) -> library.Pool:
         pool = self.pool.copy()
@@ -140,11 +156,13 @@ class Library:
         return sources
 
 
-def _pending_code(decomposition: dict, lib: Library) -> list[dict]:
-    """Coded sub-actions with no code yet (a library function of the same name counts as code; a built-in
-    does not: a sub-action planned under a built-in's name is written, and replaces it)."""
+def pending_code(decomposition: dict, lib: Library) -> list[dict]:
+    """Coded sub-actions with no code for the current plan yet: none written (a library function of the same
+    name counts as code; a built-in does not: a sub-action planned under a built-in's name is written, and
+    replaces it), or written in an earlier outer iteration for a plan the slow agent has changed since."""
     return [a for a in decomposition["sub_actions"] if a["kind"] == "code"
-            and (a["name"] not in lib.pool or lib.pool.origin.get(a["name"], {}).get("kind") == "built-in")]
+            and (a["name"] not in lib.pool or lib.pool.origin.get(a["name"], {}).get("kind") == "built-in"
+                 or lib.replanned(a))]
 
 
 def _call(name: str, args: dict) -> dict:
@@ -161,7 +179,8 @@ def report_text(state: Mapping[str, Any]) -> str:
     if not reports:
         return ""
     text = summarise_reports_for_agent(reports, max_chars=REPORT_CHARS,
-                                       prerequisites=prerequisite_achievements(state))
+                                       prerequisites=prerequisite_achievements(state),
+                                       judged=judged_functions(state["decomposition"]))
     program = next((c["args"].get("code", "") for c in last_tool_calls(messages) if c["name"] == CODE_TOOL), "")
     own = (state.get("last_attempt") or {}).get("code") or ""
     return library.relocate_lines(text, program, own) if program else text
@@ -180,7 +199,7 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: Library, 
         "library": library.listing(lib.pool, lib.reach_name(), lib.prefix),
         "examples": examples_for(sub_action.get("template")),
         "last_attempt": state.get("last_attempt"), "feedback": (state.get("feedback") or {}).get("feedback"),
-        "previous_attempt": _previous_attempt(state, mode, sub_action),
+        "previous_attempt": _previous_attempt(state, mode, sub_action, lib),
         "limits": {"test_seeds": n_seeds, "max_steps_per_test": lib.max_steps, "budget_left": left,
                    "revision": int(state.get("inner_iter", 0)), "max_revisions": settings.max_inner_iters,
                    "pass_rule": pass_rule_text(n_seeds, settings.target_success)},
@@ -240,13 +259,22 @@ def fallback_training(state: Mapping[str, Any], subtask: str) -> bool:
     return state.get("forced_rl") == subtask and subtask == state.get("task")
 
 
-def _previous_attempt(state: Mapping[str, Any], mode: str, sub_action: dict) -> dict | None:
+def _previous_attempt(state: Mapping[str, Any], mode: str, sub_action: dict, lib: Library) -> dict | None:
     """The code the critic sent back to the slow agent and its report, while this attempt has none of its
-    own yet: the next outer iteration starts from it, not from nothing."""
+    own yet: the next outer iteration starts from it, not from nothing. For a sub-action the slow agent
+    planned differently since its code was written, that code (`replanned`: the prompt says why it is asked
+    again)."""
     previous = state.get("previous_attempt") or {}
-    if mode != "code" or state.get("last_attempt") or previous.get("sub_action") != sub_action.get("name"):
+    if mode != "code" or state.get("last_attempt"):
         return None
-    return previous
+    if previous.get("sub_action") == sub_action.get("name"):
+        return previous
+    if lib.replanned(sub_action) and sub_action["name"] in lib.versions:
+        outer = max((int(v.get("outer_iter") or 0) for v in state.get("code_versions", [])
+                     if v["subtask"] == lib.subtask and v["sub_action"] == sub_action["name"]), default=0)
+        return {"sub_action": sub_action["name"], "code": lib.versions[sub_action["name"]], "outer_iter": outer,
+                "replanned": True}
+    return None
 
 
 def _file_head_test(state: Mapping[str, Any], update: dict, settings: RunSettings) -> None:
@@ -305,7 +333,7 @@ def fast(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal["
 
     lib = Library(current, settings)
     skipped = set(state.get("skipped_code") or [])
-    pending = [a for a in _pending_code(decomposition, lib) if a["name"] not in skipped]
+    pending = [a for a in pending_code(decomposition, lib) if a["name"] not in skipped]
     if pending:
         mode, target = "code", pending[0]
     elif learned:
@@ -413,7 +441,8 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
     max_steps = int(args.get("max_steps") or lib.max_steps)
     last = state.get("last_attempt") or {}
     n = sum(1 for v in state.get("code_versions", []) if v["subtask"] == subtask) + 1
-    version = [{"subtask": subtask, "sub_action": target["name"], "version": n, "source": code}]
+    version = [{"subtask": subtask, "sub_action": target["name"], "version": n, "source": code,
+                "plan": plan_of(target), "outer_iter": int(state.get("outer_iter", 0))}]
     learned = any(a["kind"] == "rl" for a in state["decomposition"]["sub_actions"])
     is_last_code = not learned and len(pending) <= 1
     defined = target["name"] in library.function_names(code)
@@ -435,8 +464,7 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
     seeds = code_test_seeds(settings, state)
     pool = lib.with_code(code)
     if defined:
-        actions = [a["name"] for a in state["decomposition"]["sub_actions"]
-                   if a["kind"] == "code" and a.get("template") != "explore" and a["name"] in pool]
+        actions = [name for name in tested_actions(state["decomposition"]) if name in pool]
         program, action = library.test_program(pool, lib.prefix, actions or [target["name"]], max_steps)
     else:  # the sandbox says what is wrong with it (a syntax error, a missing function); one seed tells
         program, action, seeds = library.with_library(lib.pool, code), target["name"], seeds[:1]

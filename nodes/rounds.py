@@ -27,12 +27,40 @@ def judged_sub_action(decomposition: dict) -> dict:
     return main[-1]
 
 
+def tested_actions(decomposition: dict) -> list[str]:
+    """The coded sub-actions a code test plays after the solved prefix, in order (an explore step is only
+    the chain's fallback, not a step of its own)."""
+    return [a["name"] for a in decomposition["sub_actions"] if a["kind"] == "code" and a.get("template") != "explore"]
+
+
+def judged_functions(decomposition: dict) -> list[str]:
+    """The functions whose first step marks that a code test reached the code it judges
+    (tools.trace.reached_action): the tested sub-actions, else the judged one."""
+    return tested_actions(decomposition) or [judged_sub_action(decomposition)["name"]]
+
+
 def round_id(messages: list) -> str | None:
     """The id of the AIMessage the latest tool results answer; None when the last message is no tool result."""
     if not messages or not isinstance(messages[-1], ToolMessage):
         return None
     ai = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
     return ai.id if ai is not None else None
+
+
+PLAN_FIELDS = ("kind", "reason", "template", "target", "item")  # what the slow agent says a coded sub-action is
+
+
+def plan_of(sub_action: Mapping[str, Any]) -> dict[str, Any]:
+    """What the slow agent asked of a sub-action: kept with each code version, so that a sub-action the
+    next outer iteration plans differently is written again (nodes.fast.pending_code)."""
+    return {k: sub_action.get(k) for k in PLAN_FIELDS}
+
+
+def written_for(state: Mapping[str, Any], subtask: str) -> dict[str, dict[str, Any]]:
+    """Sub-action name -> the plan its latest code in this subtask was written for (versions from before
+    plans were kept have none)."""
+    return {v["sub_action"]: v["plan"] for v in state.get("code_versions", [])
+            if v["subtask"] == subtask and v.get("plan") is not None}
 
 
 def written_code(state: Mapping[str, Any], subtask: str) -> dict[str, str]:
@@ -78,7 +106,7 @@ def record_round(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict | None]
         return {}, state.get("last_result")
     update: dict[str, Any] = {"counted_round": rid,
                               "env_steps_spent": int(state.get("env_steps_spent", 0)) + steps_of(messages)}
-    result = measure(messages, prerequisite_achievements(state))
+    result = measure(messages, prerequisite_achievements(state), judged_functions(state["decomposition"]))
     if result is None:
         return update, None
     subtask = state["plan"][state["subtask_index"]]["name"]

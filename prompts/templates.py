@@ -267,8 +267,11 @@ def _render_fast(c: Mapping[str, Any]) -> str:
     previous = c.get("previous_attempt")
     if not attempt and previous:
         attempt_title, attempt = _last_attempt(previous, mode)
-        attempt_title = (f"Your code of outer iteration {int(previous.get('outer_iter') or 0) + 1}, which the critic "
-                         "sent back" + (" and what happened" if previous.get("report") else ""))
+        outer = int(previous.get("outer_iter") or 0) + 1
+        attempt_title = (f"Your code of outer iteration {outer}, written before the slow agent changed its plan for "
+                         f"`{name}` (resend it unchanged if it still fits the new plan)" if previous.get("replanned")
+                         else f"Your code of outer iteration {outer}, which the critic sent back"
+                         + (" and what happened" if previous.get("report") else ""))
     parts = [
         _section("Subtask", _subtask_line(c["subtask"], c.get("task_description"))),
         _section("Decomposition (the slow agent's plan for it)", _decomposition(c.get("decomposition"), name)),

@@ -112,3 +112,36 @@ def test_the_fallback_learns_the_task_with_the_budget_left_whatever_steps_the_mo
     fits = [c for e in final["events"] if e["type"] == "budget_fit" for c in e["changes"]]
     left = 3000 - sum(r["steps"] for r in final["results"] if r["kind"] == "code")  # a head entry's test came first
     assert f"ConfigureRL: total_steps 1000 -> {left}" in fits
+
+
+def test_a_building_block_the_slow_agent_plans_anew_is_written_again_from_its_old_code():
+    """Code written in an earlier outer iteration serves the plan it was written for: when the next
+    decomposition asks something else of that sub-action, the fast agent is asked for it again and sees its
+    old code; a sub-action planned as before keeps its code and is not asked again."""
+    from nodes.fast import Library, _previous_attempt, pending_code
+    from nodes.rounds import plan_of
+    from prompts.templates import messages_for
+
+    walk = SubAction(name="walk_to_iron", kind="code", reason="walk to the nearest iron").model_dump()
+    mine = SubAction(name="mine_iron", kind="code", reason="mine it").model_dump()
+    old_walk = "def walk_to_iron(game):\n    yield 'noop'\n"
+    state = {"plan": [{"name": "collect_iron", "goal": "g", "success_condition": "c"}], "subtask_index": 0,
+             "skills": {}, "outer_iter": 1, "last_attempt": None,
+             "decomposition": {"subtask": "collect_iron", "reason": "", "sub_actions": [walk, mine]},
+             "code_versions": [{"subtask": "collect_iron", "sub_action": "walk_to_iron", "version": 1,
+                                "source": old_walk, "plan": plan_of(walk), "outer_iter": 0}]}
+    settings = RunSettings(task="collect_iron")
+    lib = Library(state, settings)
+    assert [a["name"] for a in pending_code(state["decomposition"], lib)] == ["mine_iron"]  # same plan: kept
+    avoid_lava = {**walk, "reason": "walk to the nearest iron, around lava"}
+    state["decomposition"] = {**state["decomposition"], "sub_actions": [avoid_lava, mine]}
+    lib = Library(state, settings)
+    assert [a["name"] for a in pending_code(state["decomposition"], lib)] == ["walk_to_iron", "mine_iron"]
+    previous = _previous_attempt(state, "code", avoid_lava, lib)
+    assert previous is not None and previous["code"] == old_walk and previous["replanned"]
+    assert _previous_attempt({**state, "last_attempt": {"code": "x"}}, "code", avoid_lava, lib) is None
+    context = {"subtask": "collect_iron", "mode": "code", "sub_action": avoid_lava,
+               "decomposition": state["decomposition"], "library": [], "previous_attempt": previous}
+    human = messages_for("fast", context)[-1].content
+    assert "Your code of outer iteration 1, written before the slow agent changed its plan for `walk_to_iron`" in human
+    assert old_walk.splitlines()[0] in human

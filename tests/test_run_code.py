@@ -8,8 +8,9 @@ import os
 import pytest
 
 from envs.seeds import EVAL_SEED_BASE, VALIDATION_SEED_BASE
+from nodes.attempts import summarise_code_runs
 from tools.run_code import CodeRunReport, run_code, run_code_in_env, summarise_reports_for_agent
-from tools.trace import TraceBuilder
+from tools.trace import TraceBuilder, reached_action
 
 CHOP_WOOD = '''
 def main(game):
@@ -280,6 +281,54 @@ def test_the_trace_says_which_functions_the_code_was_in():
     assert lines[6].startswith("step 7: noop (in main)")
 
 
+def test_a_report_says_where_each_function_first_stepped_and_where_the_code_ended():
+    """What a judged action's start is read from (tools.trace.reached_action): the first step taken inside
+    each function, and the functions the code was in at its last step."""
+    code = ("def walk(game):\n"
+            "    yield from game.explore(3)\n"
+            "\n"
+            "def judged(game):\n"
+            "    for _ in range(4):\n"
+            "        yield 'noop'\n"
+            "\n"
+            "def main(game):\n"
+            "    yield from walk(game)\n"
+            "    yield from judged(game)\n")
+    report = run_code(code, task="collect_wood", seed=0, max_steps=20)
+    assert report.ok, report.error
+    assert report.first_steps == {"main": 1, "walk": 1, "explore": 1, "judged": 4}
+    assert report.running_at_end == "main > judged"
+
+
+def test_a_death_before_the_judged_action_took_a_step_is_not_counted_against_it():
+    """The chain walks to its stations and keeps the player fed before it calls the action under test: a death
+    there leaves the run out of the action's own rate, in the report and in the critic's figures alike."""
+    prefix = ["collect_wood", "place_table"]
+
+    def report(seed: int, ended: str, first_steps: dict[str, int], running: str) -> dict:
+        won = ended == "success"
+        return {"seed": seed, "ended": ended, "task_success": won, "steps": 200 + seed,
+                "death_cause": None if won else "zombie", "achievements_before": [],
+                "achievements_unlocked": prefix + (["make_wood_pickaxe"] if won else []),
+                "inventory_after": {"health": 5 if won else 0, "wood": 2}, "trace": "step 1: noop",
+                "first_steps": first_steps, "running_at_end": running}
+
+    rows = [report(0, "success", {"main": 1, "make_pickaxe": 150}, "main > make_pickaxe"),
+            report(1, "died", {"main": 1, "collect_wood": 1, "go_near": 120}, "main > go_near"),
+            report(2, "died", {"main": 1, "make_pickaxe": 150, "go_to": 151}, "main > make_pickaxe > go_to")]
+    judged = ["make_pickaxe"]
+    assert [reached_action(r, prefix, judged) for r in rows] == [True, False, True]
+    assert reached_action(rows[1], prefix) and not reached_action(rows[0], [*prefix, "collect_coal"], judged)
+    summary = summarise_code_runs(rows, prefix, judged)
+    assert (summary["started"], summary["started_successes"], summary["success_given_start"]) == (2, 1, 0.5)
+    text = summarise_reports_for_agent(rows, prerequisites=prefix, judged=judged)
+    assert "2 of 3 runs reached your action; 1 of those 2 succeeded" in text
+    lines = {line.split(":")[0]: line for line in text.splitlines() if line.startswith("seed ")}
+    assert lines["seed 1"] == "seed 1: died at step 201 (zombie) before your action started (in main > go_near)"
+    assert "; in main > make_pickaxe > go_to; at death: health 0" in lines["seed 2"]
+    assert "--- detail of seed 2 " in text  # the run that reached the action is the one shown in full
+
+
 def test_every_failing_seed_keeps_its_line_and_the_successes_share_one():
     """A repair needs every failure: with long lines the seeds are cut to a share, never dropped; what the earlier
     skills unlocked is said once, not on every line."""
@@ -304,7 +353,7 @@ def test_every_failing_seed_keeps_its_line_and_the_successes_share_one():
     line = next(x for x in summarise_reports_for_agent(rows + [early], prerequisites=prefix).splitlines()
                 if x.startswith("seed 9:"))
     assert line == ("seed 9: died at step 309 (zombie) before your action started (earlier skills did not unlock "
-                    "make_wood_pickaxe, place_table)")  # short: the room goes to the seeds that reached it
+                    "place_table, make_wood_pickaxe)")  # short, in play order
 
 
 def test_a_report_counts_each_helper_that_stopped_short_with_its_reason():

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
@@ -43,7 +43,7 @@ from sandbox import (
     check_source,
 )
 from sandbox.wire import clean_text
-from tools.trace import TraceBuilder
+from tools.trace import TraceBuilder, reached_action
 
 DEFAULT_OUTPUT_DIR = os.path.join("runs", "code_runs")
 MAX_STEPS_LIMIT = 10_000
@@ -55,6 +55,7 @@ GIF_MIN_WIDTH = 192
 Ended = Literal["success", "died", "out_of_steps", "action_returned", "error", "precondition"]
 LAST_HURTS = 6  # health losses listed in a death's detail
 MAX_REFUSAL_HELPERS = 6  # helpers listed with their refusals in a report
+MAX_FIRST_STEPS = 40  # functions whose first step a report keeps (what a judged action's start is read from)
 
 
 class CodeRunReport(BaseModel):
@@ -85,6 +86,10 @@ class CodeRunReport(BaseModel):
     inventory_before: dict[str, int] = Field(default_factory=dict)
     inventory_after: dict[str, int] = Field(default_factory=dict)
     trace: str = ""
+    running_at_end: str = Field("", description="the functions the code was in at its last step, outermost first "
+                                "('main > make_iron_pickaxe > go_to'), as the sandbox said")
+    first_steps: dict[str, int] = Field(default_factory=dict, description="each function the code was in at some "
+                                        "step, with the first such step, as the sandbox said (the trace's labels)")
     last_view: str | None = Field(None, description="what the player saw at the end")
     gif_path: str | None = None
     wall_time_s: float = 0.0
@@ -176,6 +181,8 @@ class _Progress:
         self.refusal: str | None = None
         self.refusals: dict[str, tuple[int, int, str]] = {}  # helper -> (times, last step, last reason)
         self.code: AgentCode | None = None  # the sandbox running the call: says which functions it is in
+        self.running = ""  # the functions the code was in at the last step
+        self.first_steps: dict[str, int] = {}  # function -> the first step taken inside it
         self.faced = self._faced()  # what a 'do' hits: read before the step, shown on its trace line
 
     def on_step(self, name: str, obs, reward: float, info: dict) -> None:
@@ -189,7 +196,12 @@ class _Progress:
             self.hurts.append((self.steps, cause, lost))
             events = [f"{e} ({cause})" if e.startswith("health ") else e for e in events]
         shown = f"do at {self.faced}" if name == "do" else name
-        self.trace.step(self.steps, shown, events, self.code.running if self.code is not None else "")
+        running = self.code.running if self.code is not None else ""
+        self.trace.step(self.steps, shown, events, running)
+        self.running = running
+        for function in running.split(" > ") if running else ():
+            if function not in self.first_steps and len(self.first_steps) < MAX_FIRST_STEPS:
+                self.first_steps[function] = self.steps
         self.faced = self._faced()
         self.inventory, self.achievements = inventory, list(info["achievements"])
         if self.frames and len(self.frames) < MAX_GIF_FRAMES:
@@ -353,6 +365,7 @@ def _seen(progress: _Progress, name: str) -> dict[str, Any]:
     return dict(action=name, steps=progress.steps, achievements_before=progress.achievements_before,
                 achievements_unlocked=sorted(progress.achievements), inventory_before=progress.inventory_before,
                 inventory_after=progress.inventory, last_refusal=progress.refusal, refusals=progress.refusal_lines(),
+                running_at_end=progress.running, first_steps=dict(progress.first_steps),
                 **progress.ending())
 
 
@@ -398,11 +411,12 @@ MIN_SUMMARY_CHARS = 300
 
 
 def summarise_reports_for_agent(reports: list[CodeRunReport | dict], max_chars: int = 2500,
-                                prerequisites: Sequence[str] = ()) -> str:
+                                prerequisites: Sequence[str] = (), judged: Sequence[str] = ()) -> str:
     """One round of code tests on several seeds as the text an agent repairs its code from: a line per seed
     (how it ended, steps, the death's cause or the error's first line, achievements gained), then the detail
     of the most informative failure (an error, else a death, else the run that got furthest): the error with
-    its line, the end of the trace, the last view. At most `max_chars` characters. Reports may be
+    its line, the end of the trace, the last view. `prerequisites` and `judged`: what a run must pass to
+    reach the action under test (tools.trace.reached_action). At most `max_chars` characters. Reports may be
     CodeRunReports or their `model_dump(mode="json")` dicts (as they come back from a checkpoint)."""
     if not isinstance(max_chars, int) or max_chars < MIN_SUMMARY_CHARS:
         raise ValueError(f"max_chars must be an integer >= {MIN_SUMMARY_CHARS}, got {max_chars!r}")
@@ -419,26 +433,29 @@ def summarise_reports_for_agent(reports: list[CodeRunReport | dict], max_chars: 
     counts = Counter(_ended_of(r) for r in rows)
     lines = [f"code tests on {len(rows)} seeds: " + ", ".join(f"{n} {kind}" for kind, n in counts.most_common())]
     needed = set(prerequisites)
-    if needed:  # the same figures the critic judges on: the code's own rate over the runs that reached it
-        started = [r for r in rows if needed <= set(r.get("achievements_unlocked") or ())]
+    reached = {id(r): reached_action(r, needed, judged) for r in rows}
+    started = [r for r in rows if reached[id(r)]]
+    if needed or len(started) < len(rows):  # the figures the critic judges on: the rate over the runs that reached it
         won = sum(bool(r.get("task_success")) for r in started)
-        lines.append(f"earlier skills played first ({', '.join(sorted(needed))}): {len(started)} of {len(rows)} "
-                     f"runs reached your action; {won} of those {len(started)} succeeded ('gained' below leaves "
-                     "their achievements out)")
+        before = (f"earlier skills played first ({', '.join(dict.fromkeys(prerequisites))})" if needed
+                  else "the chain ran before your action")
+        aside = " ('gained' below leaves their achievements out)" if needed else ""
+        lines.append(f"{before}: {len(started)} of {len(rows)} runs reached your action; {won} of those "
+                     f"{len(started)} succeeded{aside}")
     # every failing seed keeps its line (cut to a fair share when they do not all fit), the successes share one:
     # the seed lines take at most half, the detail is what a repair needs
     budget = max_chars // 2
     successes = [r for r in rows if r.get("task_success")]
     success_line = (f"success on {len(successes)} seeds: " + ", ".join(
         f"{r.get('seed')} at step {r.get('steps') or 0}" for r in successes)) if successes else ""
-    failing = [_seed_line(r, needed) for r in rows if not r.get("task_success")]
+    failing = [_seed_line(r, prerequisites, reached[id(r)]) for r in rows if not r.get("task_success")]
     room = budget - sum(len(x) + 1 for x in lines) - min(len(success_line) + 1, 200)
     share = max(MIN_SEED_LINE_CHARS, room // max(1, len(failing)))
     lines += [line if len(line) <= share else line[:share - 3] + "..." for line in failing]
     if success_line:
         lines.append(success_line if len(success_line) <= 200 else success_line[:197] + "...")
     head = "\n".join(lines)
-    ranked = _most_informative(rows, needed)
+    ranked = _most_informative(rows, lambda r: reached[id(r)])
     if not ranked:
         return head[:max_chars]
     # the most informative failure in full; more of them while a fair share of the budget is left
@@ -454,19 +471,27 @@ def summarise_reports_for_agent(reports: list[CodeRunReport | dict], max_chars: 
     return out[:max_chars]
 
 
-def _seed_line(report: dict, prerequisites: set[str] | frozenset[str] = frozenset()) -> str:
+def _seed_line(report: dict, prerequisites: Sequence[str] = (), reached: bool = True) -> str:
+    """A failing seed's line; `prerequisites` in the order the chain plays them."""
     line = f"seed {report.get('seed')}: {_ended_text(report)}"
     if report.get("failure_kind") == "harness":
         return line + "; a harness failure, not counted against the code"
-    missing = sorted(prerequisites - set(report.get("achievements_unlocked") or ()))
+    unlocked = set(report.get("achievements_unlocked") or ())
+    missing = [a for a in dict.fromkeys(prerequisites) if a not in unlocked]
     if missing and not report.get("task_success"):
         # short: the earlier skills' failure is not this code's to repair, and the seeds that reached it need the room
         return line + f" before your action started (earlier skills did not unlock {', '.join(missing)})"
-    if _ended_of(report) == "died":
+    died = _ended_of(report) == "died"
+    if died and not reached and not report.get("task_success"):
+        # the chain was still walking to the stations or keeping the player fed: not the action's code
+        where = clean_text(report.get("running_at_end") or "", ERROR_FIRST_LINE_CHARS, mark=False)
+        return line + " before your action started" + (f" (in {where})" if where else "")
+    if died:
         held = ", ".join(f"{k} {v}" for k, v in sorted((report.get("inventory_after") or {}).items())
                          if v and k not in ("health", "food", "drink", "energy"))
         bars = _bars_text(report.get("inventory_after") or {})
-        line += f"; at death: {bars}" + (f"; held {held}" if held else "")
+        where = clean_text(report.get("running_at_end") or "", ERROR_FIRST_LINE_CHARS, mark=False)
+        line += (f"; in {where}" if where else "") + f"; at death: {bars}" + (f"; held {held}" if held else "")
     if report.get("last_refusal") and _ended_of(report) in ("action_returned", "out_of_steps"):
         line += f"; {clean_text(report['last_refusal'], ERROR_FIRST_LINE_CHARS, mark=False)}"
     error = (report.get("error") or "").strip()
@@ -479,16 +504,12 @@ def _seed_line(report: dict, prerequisites: set[str] | frozenset[str] = frozense
     return line + f"; gained {', '.join(gained) if gained else 'nothing'}"
 
 
-def _most_informative(rows: list[dict], prerequisites: set[str] | frozenset[str] = frozenset()) -> list[dict]:
+def _most_informative(rows: list[dict], reached: Callable[[dict], bool] = lambda r: True) -> list[dict]:
     """The failing runs, those whose detail helps a repair most first: a run that reached the action
     before one that ended before it started, then an error, a death, the run that got furthest."""
     failing = [r for r in rows if not r.get("task_success") and r.get("failure_kind") != "harness"]
     rank = {"error": 0, "died": 1}
-
-    def before_start(r: dict) -> bool:
-        return bool(prerequisites - set(r.get("achievements_unlocked") or ()))
-
-    return sorted(failing, key=lambda r: (before_start(r), rank.get(_ended_of(r), 2), -len(_gained(r)),
+    return sorted(failing, key=lambda r: (not reached(r), rank.get(_ended_of(r), 2), -len(_gained(r)),
                                           -int(r.get("steps") or 0)))
 
 

@@ -8,7 +8,9 @@ start, and when it is still too long it drops lines from the middle, never from 
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 MAX_PRINT_LINES = 200
 MAX_LINE_CHARS = 200
@@ -94,3 +96,20 @@ def drop_middle(lines: list[str], max_chars: int) -> list[str]:
 
 def _clip(text: str) -> str:
     return text if len(text) <= MAX_LINE_CHARS else text[:MAX_LINE_CHARS] + "..."
+
+
+def reached_action(report: Mapping[str, Any], prerequisites: Collection[str] = (),
+                   judged: Collection[str] = ()) -> bool:
+    """Whether a code test's run reached the action it judges: the earlier skills it replays first unlocked
+    `prerequisites`, and a run that died did so once one of the `judged` functions had taken a step. The
+    chain walks to its stations and keeps the player fed before it calls the action, and a death there
+    says nothing about the action's code. The labels come from the sandbox: a forged one can only leave a
+    death out of the judged runs, never make a success (achievements are read on the trusted side), and
+    held-out evaluation never reads them."""
+    if set(prerequisites) - set(report.get("achievements_unlocked") or ()):
+        return False
+    first_steps = report.get("first_steps")
+    if not judged or first_steps is None or report.get("ended") != "died":  # a report from before the labels
+        return True
+    return any(name in first_steps for name in judged)
+
