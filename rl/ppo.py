@@ -1,6 +1,7 @@
 """Single-file PPO (in the style of cleanrl) whose action head holds coded actions next to primitives.
 
-Read top to bottom: settings, the agent network, SMDP-GAE, rollout collection, the PPO update, the loop.
+Read top to bottom: settings, the agent network and its acting, SMDP-GAE, rollout collection, the PPO
+update, the loop.
 
 Coded actions are options: one policy decision may run many primitive steps. The environment reports
 how many (``info["primitive_steps"]``) and returns the reward already discounted inside the option, so
@@ -11,14 +12,19 @@ never in policy decisions.
 This file is the algorithm only. ``rl.training.train`` builds the environments (rl/env_factory.py) in a
 vector mode (rl/vector_modes.py), runs ``train_loop`` and saves the policy (rl/policy_io.py); rl/cli.py is
 the command line:  ``python -m rl.ppo --task collect_wood --total-steps 200000``
+
+How a rollout acts (``CollectorSpec.make_policy``; here ``AgentPolicy``, through
+``Agent.get_action_and_value``) and how a minibatch learns (``train_loop``'s ``make_step``; here
+``AutogradStep``) are parameters. rl.training passes faster equivalents (rl/ppo_fast.py), which tests
+hold to these; this file never imports them.
 """
 from __future__ import annotations
 
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, Protocol
 
 import gymnasium as gym
 import numpy as np
@@ -94,9 +100,6 @@ def layer_init(layer: nn.Module, std: float = math.sqrt(2), bias: float = 0.0) -
 
 
 MASKED_LOGIT = -1e8  # finite, so a fully-masked row never produces NaN
-# The MLP's first layer multiplies only the input columns some observation uses when fewer than this share
-# of them are (acting and the update alike): Crafter's one-hot view sets ~70 of its 1,282 entries.
-SPARSE_SHARE = 0.5
 
 
 class Agent(nn.Module):
@@ -151,16 +154,6 @@ class Agent(nn.Module):
             bias[:first] = math.log((1.0 - share) / first)
             bias[first:] = math.log(share / n_late)
 
-    def mlp_linears(self) -> tuple[list[nn.Linear], list[nn.Linear]]:
-        """The MLP's actor and critic layers, input to output (empty for the CNN)."""
-        if self.is_image:
-            return [], []
-
-        def linears(seq: nn.Module) -> list[nn.Linear]:
-            return [m for m in seq.modules() if isinstance(m, nn.Linear)]
-
-        return linears(self.actor), linears(self.critic)
-
     def _features(self, obs: torch.Tensor) -> torch.Tensor:
         if self.is_image:
             return self.encoder(obs.permute(0, 3, 1, 2).float() / 255.0)
@@ -170,7 +163,8 @@ class Agent(nn.Module):
         return self.critic(self._features(obs)).squeeze(-1)
 
     def get_action_and_value(self, obs: torch.Tensor, mask: torch.Tensor | None = None,
-                             action: torch.Tensor | None = None, deterministic: bool = False):
+                             action: torch.Tensor | None = None, deterministic: bool = False,
+                             generator: torch.Generator | None = None):
         feats = self._features(obs)
         logits = self.actor(feats)
         if mask is not None:
@@ -179,74 +173,46 @@ class Agent(nn.Module):
         # the network itself at the small batches of the rollout loop
         logp_all = torch.log_softmax(logits, dim=-1)
         if action is None:
-            action = logits.argmax(-1) if deterministic else torch.multinomial(logp_all.exp(), 1).squeeze(-1)
+            action = (logits.argmax(-1) if deterministic
+                      else torch.multinomial(logp_all.exp(), 1, generator=generator).squeeze(-1))
         logprob = logp_all.gather(-1, action.unsqueeze(-1)).squeeze(-1)
         entropy = -(logp_all.exp() * logp_all).sum(-1)  # masked entries: 0 * finite = 0, never NaN
         return action, logprob, entropy, self.critic(feats).squeeze(-1)
 
 
-class RolloutPolicy:
-    """The policy as the rollout loop runs it: numpy in, numpy out, no autograd, its own sampling stream.
-
-    For the MLP the forward pass is plain numpy on a copy of the weights taken once per rollout: at a
-    rollout's batch (a few envs) a torch call costs more in framework overhead than in arithmetic, and
-    acting took as long as a Crafter step. The actor's and the critic's layers are laid side by side
-    (block-diagonal), so one pass of three matrix products serves both. The CNN runs in torch under
-    ``inference_mode``. Actions are drawn from ``rng`` (inverse CDF), so a collector's action stream
-    depends only on its seed. The update recomputes log-probabilities in torch; the two agree to float32
-    rounding (the first epoch's ratios are 1 within ~1e-6).
-    """
-
-    def __init__(self, agent: Agent, rng: np.random.Generator):
-        self.agent, self.rng = agent, rng
-        self.n_actions = agent.n_actions
-        self.layers: list[tuple[np.ndarray, np.ndarray]] = []
-        if not agent.is_image:
-            def arrays(layers: list[nn.Linear]) -> list[tuple[np.ndarray, np.ndarray]]:
-                return [(m.weight.detach().cpu().numpy().T, m.bias.detach().cpu().numpy()) for m in layers]
-
-            actor, critic = (arrays(layers) for layers in agent.mlp_linears())
-            (wa, ba), (wc, bc) = actor[0], critic[0]
-            self.layers.append((np.concatenate([wa, wc], axis=1), np.concatenate([ba, bc])))  # same input
-            for (wa, ba), (wc, bc) in zip(actor[1:], critic[1:]):
-                w = np.zeros((wa.shape[0] + wc.shape[0], wa.shape[1] + wc.shape[1]), dtype=np.float32)
-                w[:wa.shape[0], :wa.shape[1]], w[wa.shape[0]:, wa.shape[1]:] = wa, wc
-                self.layers.append((w, np.concatenate([ba, bc])))
-
-    def _forward(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(logits, values) for a batch of observations."""
-        if not self.layers:
-            device = next(self.agent.parameters()).device
-            with torch.inference_mode():
-                feats = self.agent._features(torch.as_tensor(obs, device=device))
-                return self.agent.actor(feats).cpu().numpy(), self.agent.critic(feats)[:, 0].cpu().numpy()
-        z = obs.reshape(obs.shape[0], -1).astype(np.float32, copy=False)
-        (w_in, b_in), *hidden, (w_out, b_out) = self.layers
-        used = np.flatnonzero(z.any(axis=0))
-        if len(used) < SPARSE_SHARE * z.shape[1]:  # a sparse input: multiply only its used columns
-            z = np.tanh(z[:, used] @ w_in[used] + b_in)
-        else:
-            z = np.tanh(z @ w_in + b_in)
-        for w, b in hidden:
-            z = np.tanh(z @ w + b)
-        out = z @ w_out + b_out
-        return out[:, :self.n_actions], out[:, self.n_actions]
-
-    def value(self, obs: np.ndarray) -> np.ndarray:
-        return self._forward(obs)[1]
+class Policy(Protocol):
+    """The policy as a rollout acts with it: the envs' numpy arrays in, numpy arrays out."""
 
     def act(self, obs: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(actions, their log-probabilities, values) for a batch of observations and action masks."""
-        logits, values = self._forward(obs)
-        logits = np.where(mask, logits, np.float32(MASKED_LOGIT))
-        top = logits.max(axis=1)
-        cdf = np.cumsum(np.exp(logits - top[:, None]), axis=1)
-        total = cdf[:, -1]
-        # the first index whose cumulative weight exceeds u: never a masked (zero-weight) one
-        u = self.rng.random(len(logits)) * total
-        actions = np.minimum((cdf <= u[:, None]).sum(axis=1), self.n_actions - 1)
-        logprobs = logits[np.arange(len(logits)), actions] - top - np.log(total)
-        return actions, logprobs.astype(np.float32, copy=False), values.astype(np.float32, copy=False)
+        ...
+
+    def value(self, obs: np.ndarray) -> np.ndarray: ...
+
+
+MakePolicy = Callable[[Agent, np.random.Generator], Policy]  # (agent, sampling stream) -> one rollout's policy
+
+
+class AgentPolicy:
+    """Acting through ``Agent.get_action_and_value``, as cleanrl does. A collector makes one per rollout; its
+    actions are drawn by a torch generator seeded from the collector's ``rng``, so that a collector's action
+    stream depends only on its seed, in an actor worker as in the learner's process."""
+
+    def __init__(self, agent: Agent, rng: np.random.Generator):
+        self.agent = agent
+        self.device = next(agent.parameters()).device
+        self.generator = torch.Generator(self.device).manual_seed(int(rng.integers(2**63)))
+
+    @torch.no_grad()
+    def act(self, obs: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        action, logprob, _, value = self.agent.get_action_and_value(
+            torch.as_tensor(obs, device=self.device), torch.as_tensor(mask, device=self.device),
+            generator=self.generator)
+        return action.cpu().numpy(), logprob.cpu().numpy(), value.cpu().numpy()
+
+    @torch.no_grad()
+    def value(self, obs: np.ndarray) -> np.ndarray:
+        return self.agent.get_value(torch.as_tensor(obs, device=self.device)).cpu().numpy()
 
 
 # ---- Semi-Markov GAE ------------------------------------------------------------------------------
@@ -288,7 +254,7 @@ def _keep_threads(n: int) -> None:
 
 @dataclass
 class CollectorSpec:
-    """What a collector knows of the run (plain data: the 'actors' mode sends it to its workers)."""
+    """What a collector knows of the run (picklable: the 'actors' mode sends it to its workers)."""
 
     obs_shape: tuple[int, ...]
     n_actions: int
@@ -298,6 +264,8 @@ class CollectorSpec:
     num_steps: int
     gamma: float
     seed: int
+    # how the collectors act: part of the spec because the spec is what reaches the 'actors' workers
+    make_policy: MakePolicy = AgentPolicy
 
 
 @dataclass
@@ -369,7 +337,7 @@ class Collector:
             obs_np, infos = self.envs.reset(seed=self.seed)  # type: ignore[arg-type]  # a list: one per env
             self.next_obs = np.asarray(obs_np, dtype=self.obs_dtype)
             self.next_mask = next_action_mask(infos, N, spec.n_actions)
-        policy = RolloutPolicy(agent, self.rng)  # the weights, copied once for the whole rollout
+        policy = spec.make_policy(agent, self.rng)  # one per rollout: the weights do not change during it
         coded = CodedStats(spec.coded_names)
         episodes: list = []
         used, t_used = 0, 0
@@ -453,14 +421,14 @@ class Batch:
                    returns=flat([ret for _, ret in gae]))
 
 
-def _normalised(adv: torch.Tensor, s: PPOSettings) -> torch.Tensor:
+def normalised_advantages(adv: torch.Tensor, s: PPOSettings) -> torch.Tensor:
     if s.norm_adv and adv.numel() > 1:
         std, mean = torch.std_mean(adv)
         return (adv - mean) / (std + 1e-8)
     return adv
 
 
-def _minibatch_stats(pg_loss, v_loss, entropy, logratio, ratio, s: PPOSettings) -> torch.Tensor:
+def minibatch_stats(pg_loss, v_loss, entropy, logratio, ratio, s: PPOSettings) -> torch.Tensor:
     """(policy loss, value loss, entropy, approx KL, clip fraction) of one minibatch, as one tensor."""
     with torch.no_grad():
         approx_kl = ((ratio - 1) - logratio).mean()  # the low-variance k3 estimator
@@ -468,8 +436,23 @@ def _minibatch_stats(pg_loss, v_loss, entropy, logratio, ratio, s: PPOSettings) 
         return torch.stack([pg_loss, v_loss, entropy, approx_kl, clipfrac])
 
 
+class Step(Protocol):
+    """One minibatch's PPO step: leaves the clipped gradient in the agent's ``.grad`` (the optimizer steps)."""
+
+    def prepare(self, b: Batch) -> Batch:
+        """The batch as this step reads it, once per update."""
+        ...
+
+    def __call__(self, mb: Batch) -> torch.Tensor:
+        """Backpropagate one minibatch; its ``minibatch_stats``."""
+        ...
+
+
+MakeStep = Callable[[Agent, PPOSettings], Step]  # built once per update
+
+
 class AutogradStep:
-    """One minibatch's clipped-surrogate loss, backpropagated by autograd; any agent (the CNN uses this)."""
+    """One minibatch's clipped-surrogate loss, backpropagated by autograd (cleanrl's loss, any agent)."""
 
     def __init__(self, agent: Agent, s: PPOSettings):
         self.agent, self.s = agent, s
@@ -482,7 +465,7 @@ class AutogradStep:
         _, newlogprob, entropy, newvalue = agent.get_action_and_value(mb.obs, mb.masks, mb.actions)
         logratio = newlogprob - mb.logprobs
         ratio = logratio.exp()
-        mb_adv = _normalised(mb.advantages, s)
+        mb_adv = normalised_advantages(mb.advantages, s)
         pg_loss = torch.max(-mb_adv * ratio, -mb_adv * torch.clamp(ratio, 1 - s.clip_coef, 1 + s.clip_coef)).mean()
         if s.clip_vloss:
             v_clipped = mb.values + torch.clamp(newvalue - mb.values, -s.clip_coef, s.clip_coef)
@@ -494,162 +477,22 @@ class AutogradStep:
         agent.zero_grad(set_to_none=True)
         loss.backward()
         nn.utils.clip_grad_norm_(agent.parameters(), s.max_grad_norm)
-        return _minibatch_stats(pg_loss.detach(), v_loss.detach(), entropy_loss.detach(), logratio.detach(),
+        return minibatch_stats(pg_loss.detach(), v_loss.detach(), entropy_loss.detach(), logratio.detach(),
                                 ratio.detach(), s)
 
 
-def _max_grads(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """How torch.max(a, b) splits its gradient: all to the larger, half each on a tie."""
-    tie = 0.5 * (a == b)
-    return (a > b) + tie, (b > a) + tie
-
-
-class HandGradientStep:
-    """The same loss and gradient as AutogradStep for the MLP agent, derived by hand.
-
-    At a minibatch of 128 the autograd engine's bookkeeping costs more than the arithmetic of the
-    small MLP (3.4 vs 2.2 ms per minibatch here), and the update runs while the actor workers wait.
-    The gradient is written into one flat buffer that the parameters' ``.grad`` are views of, so that
-    clipping its norm is two operations. The actor's and the critic's first layers share their input,
-    so they run as one product; and where the batch's observations leave most input columns at zero
-    (Crafter's one-hot view: ~250-320 of 1,282 columns used in a rollout), ``prepare`` narrows the
-    batch to the used columns once per update, and the first layer multiplies only those: the other
-    columns' weight gradient is exactly zero either way. tests/test_ppo_update.py checks it against
-    autograd, for every loss option, at ties of the clipped terms, and on a narrowed batch."""
-
-    def __init__(self, agent: Agent, s: PPOSettings):
-        self.s = s
-        self.actor, self.critic = agent.mlp_linears()
-        params = list(agent.parameters())
-        self.flat = torch.zeros(sum(p.numel() for p in params), device=params[0].device)
-        views: dict[torch.Tensor, torch.Tensor] = {}  # a parameter (hashed by identity) -> its gradient's view
-        at = 0
-        for p in params:
-            views[p] = self.flat[at:at + p.numel()].view_as(p)
-            at += p.numel()
-            p.grad = views[p]
-        self.views = views
-        self.columns: torch.Tensor | None = None  # the input columns the first layer multiplies (None: all)
-
-    def prepare(self, b: Batch) -> Batch:
-        """The batch as the steps read it: observations as flat float features, narrowed to the columns that
-        some observation of the batch uses when that is less than SPARSE_SHARE of them."""
-        x = b.obs.reshape(b.obs.shape[0], -1).float()
-        used = torch.nonzero(x.any(0)).squeeze(1)
-        if used.numel() < SPARSE_SHARE * x.shape[1]:
-            self.columns, x = used, x.index_select(1, used)
-            for layer in (self.actor[0], self.critic[0]):  # the other columns' gradient stays zero all update
-                self.views[layer.weight].zero_()
-        else:
-            self.columns = None
-        return replace(b, obs=x)
-
-    def _first_layer(self, x: torch.Tensor) -> torch.Tensor:
-        """tanh of the actor's and the critic's first layers side by side: (n, 2 * hidden)."""
-        a, c = self.actor[0], self.critic[0]
-        if self.columns is None:
-            w = torch.cat([a.weight, c.weight])
-        else:
-            w = torch.cat([a.weight.index_select(1, self.columns), c.weight.index_select(1, self.columns)])
-        return torch.tanh(torch.addmm(torch.cat([a.bias, c.bias]), x, w.t()))
-
-    def _first_layer_backward(self, x: torch.Tensor, h: torch.Tensor, d_h: torch.Tensor) -> None:
-        """The first layers' gradients from d(loss)/dh, h = tanh(...) of both (n, 2 * hidden)."""
-        d = d_h * (1 - h * h)
-        w_grad, b_grad = d.t() @ x, d.sum(0)
-        at = 0
-        for layer in (self.actor[0], self.critic[0]):
-            rows = slice(at, at + layer.out_features)
-            if self.columns is None:
-                self.views[layer.weight].copy_(w_grad[rows])
-            else:  # the unused columns' gradient is zero (prepare): their input is zero in every row
-                self.views[layer.weight].index_copy_(1, self.columns, w_grad[rows])
-            self.views[layer.bias].copy_(b_grad[rows])
-            at += layer.out_features
-
-    def _forward(self, x: torch.Tensor, layers: list[nn.Linear]) -> tuple[list[torch.Tensor], torch.Tensor]:
-        hidden = []
-        for layer in layers[:-1]:
-            x = torch.tanh(torch.addmm(layer.bias, x, layer.weight.t()))
-            hidden.append(x)
-        return hidden, torch.addmm(layers[-1].bias, x, layers[-1].weight.t())
-
-    def _backward(self, x: torch.Tensor, layers: list[nn.Linear], hidden: list[torch.Tensor],
-                  d_out: torch.Tensor) -> torch.Tensor:
-        """Gradients of ``layers`` (after the first) from d(loss)/d(output); returns d(loss)/dx."""
-        inputs = [x, *hidden]
-        d = d_out
-        for i in reversed(range(len(layers))):
-            layer = layers[i]
-            torch.mm(d.t(), inputs[i], out=self.views[layer.weight])
-            torch.sum(d, 0, out=self.views[layer.bias])
-            d = d @ layer.weight
-            if i:
-                d = d * (1 - hidden[i - 1] * hidden[i - 1])  # tanh' = 1 - tanh**2
-        return d
-
-    @torch.no_grad()
-    def __call__(self, mb: Batch) -> torch.Tensor:
-        """One minibatch of a batch that went through ``prepare``."""
-        s = self.s
-        x = mb.obs
-        n = x.shape[0]
-        h = self._first_layer(x)
-        width = self.actor[0].out_features
-        actor_in, critic_in = h[:, :width], h[:, width:]
-        actor_hidden, logits = self._forward(actor_in, self.actor[1:])
-        critic_hidden, value = self._forward(critic_in, self.critic[1:])
-        value = value[:, 0]
-
-        logp_all = torch.log_softmax(logits.masked_fill(~mb.masks, MASKED_LOGIT), dim=-1)
-        probs = logp_all.exp()
-        newlogprob = logp_all.gather(1, mb.actions[:, None])[:, 0]
-        entropy = -(probs * logp_all).sum(-1)
-        logratio = newlogprob - mb.logprobs
-        ratio = logratio.exp()
-        adv = _normalised(mb.advantages, s)
-        unclipped, clipped = -adv * ratio, -adv * torch.clamp(ratio, 1 - s.clip_coef, 1 + s.clip_coef)
-        pg_loss = torch.max(unclipped, clipped).mean()
-        inside = (ratio >= 1 - s.clip_coef) & (ratio <= 1 + s.clip_coef)  # where clamp passes its gradient
-        to_unclipped, to_clipped = _max_grads(unclipped, clipped)
-        d_newlogprob = -adv * (to_unclipped + to_clipped * inside) * ratio / n
-        # d(log p_a)/d logits = onehot(a) - p;  d(entropy)/d logits = -p * (log p + entropy)
-        d_logits = probs * (s.ent_coef / n * (logp_all + entropy[:, None]) - d_newlogprob[:, None])
-        d_logits.scatter_add_(1, mb.actions[:, None], d_newlogprob[:, None])
-
-        err = value - mb.returns
-        if s.clip_vloss:
-            delta = value - mb.values
-            clipped_err = mb.values + torch.clamp(delta, -s.clip_coef, s.clip_coef) - mb.returns
-            sq, sq_clipped = err * err, clipped_err * clipped_err
-            v_loss = 0.5 * torch.max(sq, sq_clipped).mean()
-            to_sq, to_sq_clipped = _max_grads(sq, sq_clipped)
-            v_inside = (delta >= -s.clip_coef) & (delta <= s.clip_coef)
-            d_value = (to_sq * err + to_sq_clipped * v_inside * clipped_err) * (s.vf_coef / n)
-        else:
-            v_loss = 0.5 * (err * err).mean()
-            d_value = err * (s.vf_coef / n)
-
-        d_actor_in = self._backward(actor_in, self.actor[1:], actor_hidden, d_logits)
-        d_critic_in = self._backward(critic_in, self.critic[1:], critic_hidden, d_value[:, None])
-        self._first_layer_backward(x, h, torch.cat([d_actor_in, d_critic_in], 1))
-        # nn.utils.clip_grad_norm_ on the flat gradient
-        norm = torch.linalg.vector_norm(self.flat)
-        self.flat.mul_(torch.clamp(s.max_grad_norm / (norm + 1e-6), max=1.0))
-        return _minibatch_stats(pg_loss, v_loss, entropy.mean(), logratio, ratio, s)
-
-
-def ppo_update(agent: Agent, optimizer: torch.optim.Optimizer, s: PPOSettings, b: Batch) -> dict[str, float]:
-    """``update_epochs`` passes of clipped-surrogate minibatch steps over the batch; the last losses.
+def ppo_update(agent: Agent, optimizer: torch.optim.Optimizer, s: PPOSettings, b: Batch,
+               make_step: MakeStep = AutogradStep) -> dict[str, float]:
+    """``update_epochs`` passes of clipped-surrogate minibatch steps (``make_step``'s) over the batch; the last
+    losses.
 
     At these batch sizes the update's time goes to the number of tensor operations more than to their
-    arithmetic: the MLP's gradient is derived by hand (HandGradientStep, on the input columns the batch
-    uses), the batch is shuffled once per epoch (minibatches are then slices), and the logged statistics
-    stay tensors until the end (one read per epoch, for the KL stop)."""
+    arithmetic: the batch is shuffled once per epoch (minibatches are then slices), and the logged
+    statistics stay tensors until the end (one read per epoch, for the KL stop)."""
     batch = b.obs.shape[0]
     mb_size = max(1, batch // s.num_minibatches)
-    step = AutogradStep(agent, s) if agent.is_image else HandGradientStep(agent, s)
-    b = step.prepare(b)  # once per update: the MLP's steps read flat, possibly narrowed, features
+    step = make_step(agent, s)
+    b = step.prepare(b)  # once per update (a faster step may narrow the observations here)
     stats: list[torch.Tensor] = []  # per minibatch: policy loss, value loss, entropy, approx KL, clip fraction
     for _epoch in range(s.update_epochs):
         perm = torch.randperm(batch, device=b.obs.device)
@@ -677,10 +520,11 @@ def make_optimizer(agent: Agent, lr: float) -> torch.optim.Optimizer:
 
 
 # ---- Training loop --------------------------------------------------------------------------------
-def train_loop(s: PPOSettings, spec: CollectorSpec, collect: Collect, device: torch.device,
-               run_name: str) -> tuple[Agent, dict[str, Any]]:
+def train_loop(s: PPOSettings, spec: CollectorSpec, collect: Collect, device: torch.device, run_name: str,
+               make_step: MakeStep = AutogradStep) -> tuple[Agent, dict[str, Any]]:
     """Collect, estimate advantages, update, log; until ``total_steps`` primitive steps are spent. ``collect``
-    gathers each rollout: a Collector in this process, or rl.vector_modes.ActorPool in worker processes.
+    gathers each rollout (acting with ``spec.make_policy``): a Collector in this process, or
+    rl.vector_modes.ActorPool in worker processes. ``make_step`` builds each update's minibatch step.
     Returns the agent and the run's numbers (rl.training.TrainResult's fields, all but the policy's path)."""
     agent = Agent(spec.obs_shape, spec.n_actions, s.hidden_size).to(device)
     agent.start_with_share(spec.n_primitive, s.coded_prior)
@@ -707,7 +551,7 @@ def train_loop(s: PPOSettings, spec: CollectorSpec, collect: Collect, device: to
             coded.merge(seg.coded)
         global_step += sum(seg.steps_used for seg in segments)
 
-        stats = ppo_update(agent, optimizer, s, Batch.of(segments, s.gamma, s.gae_lambda, device))
+        stats = ppo_update(agent, optimizer, s, Batch.of(segments, s.gamma, s.gae_lambda, device), make_step)
         collect_s, update_s = collect_s + t1 - t0, update_s + time.perf_counter() - t1
         row = curve_row(episodes, s.window, global_step, update, time.time() - start)
         row.update(stats, lr=optimizer.param_groups[0]["lr"])

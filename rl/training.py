@@ -19,6 +19,7 @@ from rl.coded_sources import check_sandbox_first
 from rl.env_factory import EnvSource
 from rl.policy_io import save_policy
 from rl.ppo import Collect, Collector, CollectorSpec, PPOSettings, train_loop
+from rl.ppo_fast import RolloutPolicy, fast_step
 from rl.vector_modes import ActorPool, make_vector_env, resolve_vector_mode
 
 
@@ -57,14 +58,16 @@ def resolve_device(name: str) -> torch.device:
 
 
 def collector_spec(s: PPOSettings, envs: gym.vector.VectorEnv, coded_names: list[str]) -> CollectorSpec:
-    """What the collectors need to know; the coded actions are the last ``len(coded_names)`` actions."""
+    """What the collectors need to know; the coded actions are the last ``len(coded_names)`` actions. They act
+    through rl.ppo_fast.RolloutPolicy (numpy; the CNN in torch), whatever the agent."""
     if not isinstance(envs.single_action_space, gym.spaces.Discrete):
         raise ValueError(f"PPO here needs a Discrete action space, got {envs.single_action_space}")
     n_actions = int(envs.single_action_space.n)
     obs_shape = tuple(envs.single_observation_space.shape)  # type: ignore[arg-type]
     return CollectorSpec(obs_shape=obs_shape, n_actions=n_actions,
                          n_primitive=n_actions - len(coded_names), coded_names=tuple(coded_names),
-                         hidden_size=s.hidden_size, num_steps=s.num_steps, gamma=s.gamma, seed=s.seed)
+                         hidden_size=s.hidden_size, num_steps=s.num_steps, gamma=s.gamma, seed=s.seed,
+                         make_policy=RolloutPolicy)
 
 
 def train(settings: PPOSettings, source: Any, run_name: str | None = None) -> TrainResult:
@@ -93,7 +96,8 @@ def train(settings: PPOSettings, source: Any, run_name: str | None = None) -> Tr
             collect = ActorPool(envs, spec)  # type: ignore[arg-type]
         else:
             collect = Collector(envs, spec, seed=s.seed, threads=s.torch_threads)
-        agent, numbers = train_loop(s, spec, collect, device, run_name or env_source.name)
+        # the MLP learns through the hand-derived gradient, the CNN through autograd (rl.ppo_fast.fast_step)
+        agent, numbers = train_loop(s, spec, collect, device, run_name or env_source.name, make_step=fast_step)
         path = save_policy(Path(numbers["run_dir"]) / "policy.pt", agent, env_source, s, spec.n_primitive,
                            coded_names)
         return TrainResult(**numbers, policy_path=str(path))

@@ -1,4 +1,4 @@
-"""The MLP's hand-derived PPO gradient (rl.ppo.HandGradientStep) against autograd (rl.ppo.AutogradStep).
+"""The MLP's hand-derived PPO gradient (rl.ppo_fast.HandGradientStep) against autograd (rl.ppo.AutogradStep).
 
 Both steps leave the clipped gradient in every parameter's ``.grad`` and return the minibatch's
 statistics; they must agree for every loss option, with the ratio inside and outside the clip range,
@@ -11,7 +11,8 @@ import copy
 import pytest
 import torch
 
-from rl.ppo import Agent, AutogradStep, Batch, HandGradientStep, PPOSettings, make_optimizer, ppo_update
+from rl.ppo import Agent, AutogradStep, Batch, PPOSettings, make_optimizer, ppo_update
+from rl.ppo_fast import HandGradientStep
 
 N, OBS, ACTIONS = 96, 40, 7
 
@@ -108,7 +109,7 @@ def test_a_whole_update_moves_the_weights_as_autograd_does(used_columns):
     s = PPOSettings(update_epochs=2, num_minibatches=3)
     batch = _batch(agent, seed=6, ratio_spread=0.0, used_columns=used_columns)
     torch.manual_seed(7)
-    ppo_update(agent, make_optimizer(agent, s.learning_rate), s, batch)
+    ppo_update(agent, make_optimizer(agent, s.learning_rate), s, batch, make_step=HandGradientStep)
 
     torch.manual_seed(7)  # the same shuffles
     opt, step = make_optimizer(twin, s.learning_rate), AutogradStep(twin, s)

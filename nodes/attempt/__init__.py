@@ -1,0 +1,1 @@
+"""One attempt's tool rounds: measured, counted once, judged against the target."""
