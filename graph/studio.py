@@ -29,7 +29,7 @@ from graph.builder import build_graph, run_context
 from graph.plugins import load_plugins
 from graph.settings import make_settings
 from nodes.context import RunContext, set_default_context
-from nodes.model_factory import SMOLLM2_NAME, make_model
+from nodes.models.factory import SMOLLM2_NAME, make_model
 from nodes.settings import RUN_ID_PATTERN, RunSettings, new_run_id
 from nodes.state import RunInput
 

@@ -17,7 +17,7 @@ from nodes.settings import RunSettings
 @dataclass(frozen=True)
 class RunContext:
     settings: RunSettings
-    model: Any  # a nodes.models.AgentModel
+    model: Any  # a nodes.models.base.AgentModel
     plugin_tools: tuple[Any, ...] = field(default=())  # extra tools the fast agent may call (graph.plugins)
 
 

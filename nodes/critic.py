@@ -23,21 +23,22 @@ from typing import Any, Literal
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from nodes.attempts import judged_count, judged_rate, meets_target, pass_rule_text, training_pass_rule_text
+from nodes.attempt.outcome import skill_from_attempt
+from nodes.attempt.results import judged_count, judged_rate, meets_target, pass_rule_text, training_pass_rule_text
+from nodes.attempt.rounds import judged_sub_action, measure_event, recorded_result
 from nodes.context import RunContext, context_of
 from nodes.exits import exit_to
 from nodes.fast import start_attempt_update
 from nodes.limits import MIN_TRAIN_STEPS, budget_left, limit_reached
-from nodes.models import ModelOutputError
-from nodes.rounds import judged_sub_action, measure_event, record_round
+from nodes.models.base import ModelOutputError
 from nodes.schemas import Critique
 from nodes.settings import RunSettings
-from nodes.skills_io import save_skill, skill_from_attempt
+from nodes.skills.records import save_skill
 from nodes.state import AttemptState, current_decomposition, with_update
 from prompts.templates import messages_for
 
 # result fields the critic is not shown: the artefacts, the per-seed detail, and the rate's label
-# and what differs between two runs of the same answers (a recorded run must replay: nodes.recording)
+# and what differs between two runs of the same answers (a recorded run must replay: nodes.models.recording)
 HIDDEN_FROM_CRITIC = ("sources", "rl_config", "per_seed", "rate_source", "policy_path", "run_dir", "wall_time_s")
 
 
@@ -76,7 +77,7 @@ def verdict_rules(settings: RunSettings, inner: int, outer: int, kind: str) -> s
     rules.append("move: " + ("the slow agent moves the sub-action to the kind you name." if outer_left
                              else "no outer iteration is left: as fail."))
     # the threshold judges the kept attempt's own rate: for code tests that replay earlier skills, over the runs
-    # that reached the sub-action (nodes.attempts.judged_rate), which the critic must know to foresee the outcome
+    # that reached the sub-action (nodes.attempt.results.judged_rate), which the critic must know to foresee the outcome
     judged = "its success_given_start (its success_rate when no earlier skill plays first)" if kind == "code" \
         else "it"
     rules.append(f"fail: the best attempt so far (the highest success_rate; the earlier on a tie) is kept and the "
@@ -99,7 +100,8 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
     settings, model = context_of(runtime).settings, context_of(runtime).model
     subtask = state["plan"][state["subtask_index"]]["name"]
     judged = judged_sub_action(current_decomposition(state))
-    update, result = record_round(state)
+    update: dict[str, Any] = {}
+    result = recorded_result(state)  # nodes.measure recorded it
     fast_error = state.get("fast_error")
     if result is None or (fast_error and not state.get("last_attempt")):
         # nothing measured: the attempt failed before any test (an answer the model never got right)

@@ -28,11 +28,11 @@ from langgraph.runtime import Runtime
 from envs.score import achievement_rates, bootstrap_score, crafter_score
 from envs.seeds import eval_seeds
 from envs.tasks import TASKS
+from nodes.attempt.outcome import skill_from_best
 from nodes.context import RunContext, context_of
-from nodes.library import CHAIN_HELPERS, Pool, definitions, pool_of
 from nodes.recipes import prerequisites
-from nodes.skills import Skill
-from nodes.skills_io import skill_from_best
+from nodes.skills.library import Skill
+from nodes.skills.pool import CHAIN_HELPERS, Pool, definitions, pool_of
 from nodes.state import RLGPTState
 from prompts.fewshot import chain_as_action
 from rl.evaluate import wilson_interval
@@ -114,7 +114,7 @@ class _ChainStep:
 def _load_chain(plan: list[dict], skills: Mapping[str, SkillLike], seed: int,
                 score: bool = False) -> list[_ChainStep]:
     """The skills in plan order; each coded one sees every definition the skills up to it made, by the
-    pool rule its code tests used (nodes.library.pool_of: a later definition replaces an earlier one).
+    pool rule its code tests used (nodes.skills.pool.pool_of: a later definition replaces an earlier one).
     In a score plan a coded skill replays only its own prerequisites before it: the plan's other
     achievements are not needed for it, and one that failed would hold it up."""
     chain = []

@@ -1,7 +1,7 @@
 """Fast agent node: implements the current decomposition one answer at a time (the paper's inner loop).
 
 Coded sub-actions are written one per call (`WriteCode`); the last one is tested in fresh episodes,
-one per test seed, as part of the plan's solved prefix (nodes.library.test_program), and the test
+one per test seed, as part of the plan's solved prefix (nodes.skills.pool.test_program), and the test
 report comes back to the fast agent, which repairs its code until it passes or its revisions
 (RunSettings.max_inner_iters) run out; then the critic judges. Earlier coded sub-actions are only
 loaded in the sandbox (no episode): they are tested through the one that uses them. A learned
@@ -29,35 +29,42 @@ from pydantic import ValidationError
 from envs.seeds import RANGE_SIZE as SEED_RANGE
 from envs.seeds import train_seeds
 from envs.tasks import TASKS
-from nodes import library
-from nodes.attempts import (
+from nodes.attempt.results import (
     CODE_TOOL,
     CONFIGURE_TOOL,
     TRAIN_TOOL,
     last_tool_calls,
     last_tool_round,
-    meets_target,
     pass_rule_text,
     report_of,
 )
-from nodes.context import RunContext, context_of
-from nodes.exits import exit_to
-from nodes.limits import MIN_TRAIN_STEPS, budget_left, fit_calls_to_budget, limit_reached, train_steps_within
-from nodes.models import ModelOutputError
-from nodes.rounds import (
+from nodes.attempt.rounds import (
     judged_functions,
     judged_sub_action,
-    measure_event,
     plan_of,
-    record_round,
     round_id,
     tested_actions,
     written_code,
     written_for,
 )
+from nodes.context import RunContext, context_of
+from nodes.exits import exit_to
+from nodes.limits import MIN_TRAIN_STEPS, budget_left, fit_calls_to_budget, limit_reached, train_steps_within
+from nodes.models.base import ModelOutputError
 from nodes.schemas import TrainPolicy, configure_rl_answer, write_code_answer
 from nodes.settings import RunSettings
-from nodes.skills_io import prerequisite_achievements, prior_sources, solved_pool
+from nodes.skills.pool import (
+    Pool,
+    action_head_sources,
+    function_names,
+    listing,
+    prefix_action,
+    relocate_lines,
+    size_problem,
+    test_program,
+    with_library,
+)
+from nodes.skills.records import prerequisite_achievements, prior_sources, solved_pool
 from nodes.state import AttemptState, current_decomposition, log_lengths, with_update
 from prompts.fewshot import examples_for
 from prompts.templates import messages_for
@@ -98,8 +105,8 @@ def test_max_steps(settings: RunSettings, subtask: str) -> int:
     return int(settings.test_max_steps or TASKS[subtask].max_steps)
 
 
-class Library:
-    """The coded actions the current sub-action may use: every skill solved so far (nodes.library.pool_of),
+class SubtaskCode:
+    """The coded actions the current sub-action may use: every skill solved so far (nodes.skills.pool.pool_of),
     then this decomposition's code; the earlier skills it depends on are the prefix a code test replays."""
 
     def __init__(self, state: dict, settings: RunSettings):
@@ -124,7 +131,7 @@ class Library:
         plan = self.plans.get(sub_action["name"])
         return plan is not None and plan != plan_of(sub_action)
 
-    def with_code(self, code: str) -> library.Pool:
+    def with_code(self, code: str) -> Pool:
         pool = self.pool.copy()
         pool.add(code, subtask=self.subtask, kind="code", this_subtask=True)
         return pool
@@ -150,13 +157,13 @@ class Library:
     def head_sources(self, names: list[str]) -> list[str]:
         reach = self.reach_name()
         plain = [n for n in names if n != reach and n in self.pool]
-        sources = library.action_head_sources(self.pool, plain)
+        sources = action_head_sources(self.pool, plain)
         if reach and reach in names:
-            sources.append(library.prefix_action(self.pool, self.prefix, self.max_steps, reach))
+            sources.append(prefix_action(self.pool, self.prefix, self.max_steps, reach))
         return sources
 
 
-def pending_code(decomposition: dict, lib: Library) -> list[dict]:
+def pending_code(decomposition: dict, lib: SubtaskCode) -> list[dict]:
     """Coded sub-actions with no code for the current plan yet: none written (a library function of the same
     name counts as code; a built-in does not: a sub-action planned under a built-in's name is written, and
     replaces it), or written in an earlier outer iteration for a plan the slow agent has changed since."""
@@ -171,7 +178,7 @@ def _call(name: str, args: dict) -> dict:
 
 def report_text(state: Mapping[str, Any]) -> str:
     """The last code-test round as the fast agent and the critic read it (its numbers are the round's
-    result, nodes.rounds.record_round)."""
+    result, nodes.attempt.rounds.record_round)."""
     from tools.run_code import summarise_reports_for_agent  # heavy (the sandbox): only with a code round
 
     messages = state.get("messages") or []
@@ -183,10 +190,10 @@ def report_text(state: Mapping[str, Any]) -> str:
                                        judged=judged_functions(state["decomposition"]))
     program = next((c["args"].get("code", "") for c in last_tool_calls(messages) if c["name"] == CODE_TOOL), "")
     own = (state.get("last_attempt") or {}).get("code") or ""
-    return library.relocate_lines(text, program, own) if program else text
+    return relocate_lines(text, program, own) if program else text
 
 
-def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: Library, mode: str, sub_action: dict,
+def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCode, mode: str, sub_action: dict,
                  round_: list[ToolMessage]) -> dict[str, Any]:
     """The facts of this call: what the prompt shows and what the rule-based expert reasons on."""
     subtask = lib.subtask
@@ -196,7 +203,7 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: Library, 
     context: dict[str, Any] = {
         "subtask": subtask, "task_description": TASKS[subtask].description, "mode": mode,
         "sub_action": sub_action, "decomposition": decomposition,
-        "library": library.listing(lib.pool, lib.reach_name(), lib.prefix),
+        "library": listing(lib.pool, lib.reach_name(), lib.prefix),
         "examples": examples_for(sub_action.get("template")),
         "last_attempt": state.get("last_attempt"), "feedback": (state.get("feedback") or {}).get("feedback"),
         "previous_attempt": _previous_attempt(state, mode, sub_action, lib),
@@ -259,7 +266,7 @@ def fallback_training(state: Mapping[str, Any], subtask: str) -> bool:
     return state.get("forced_rl") == subtask and subtask == state.get("task")
 
 
-def _previous_attempt(state: Mapping[str, Any], mode: str, sub_action: dict, lib: Library) -> dict | None:
+def _previous_attempt(state: Mapping[str, Any], mode: str, sub_action: dict, lib: SubtaskCode) -> dict | None:
     """The code the critic sent back to the slow agent and its report, while this attempt has none of its
     own yet: the next outer iteration starts from it, not from nothing. For a sub-action the slow agent
     planned differently since its code was written, that code (`replanned`: the prompt says why it is asked
@@ -277,51 +284,16 @@ def _previous_attempt(state: Mapping[str, Any], mode: str, sub_action: dict, lib
     return None
 
 
-def _file_head_test(state: Mapping[str, Any], update: dict, settings: RunSettings) -> None:
-    """A coded building block of the policy's head was tested before training: its report goes with the
-    training's configuration (the critic judges the training, which plays it)."""
-    current = with_update(state, update)
-    measured = current.get("last_result") or {}
-    tested = (state.get("last_attempt") or {}).get("sub_action")
-    update["code_tested"] = [*(state.get("code_tested") or []), {
-        "sub_action": tested, "report": report_text(current)[:TESTED_REPORT_CHARS],
-        "successes": measured.get("successes"), "episodes": measured.get("episodes")}]
-    loaded = tested in Library(with_update(state, update), settings).pool
-    # a broken one comes back for one repair with its report; a working one is done
-    update["last_attempt"] = None if loaded else {**(state.get("last_attempt") or {}), "report": report_text(current)}
-    update["events"] = [measure_event(measured, "tested before training")]
-
-
 def fast(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal["tools", "critic", "fast", "leave"]]:
     settings, model = context_of(runtime).settings, context_of(runtime).model
     messages = list(state.get("messages") or [])
     update: dict[str, Any] = {}
     if not state.get("log_marks"):
         update["log_marks"] = log_lengths(state)
-    recorded, _ = record_round(state)
-    update.update(recorded)
-    round_ = last_tool_round(messages) if round_id(messages) else []
+    round_ = last_tool_round(messages) if round_id(messages) else []  # measured already (nodes.measure)
     current = with_update(state, update)
     decomposition = current_decomposition(state)
     learned = [a for a in decomposition["sub_actions"] if a["kind"] == "rl"]
-
-    if any(m.name == TRAIN_TOOL for m in round_):  # a training measures the attempt: the critic judges it
-        return Command(goto="critic", update=update)
-    if any(m.name == CODE_TOOL for m in round_) and learned:
-        if recorded:  # a round seen before (this node came back without a new tool call) is not filed twice
-            _file_head_test(state, update, settings)
-            current = with_update(state, update)
-    elif any(m.name == CODE_TOOL for m in round_):  # back from a code test: repair it, or the critic judges it
-        measured = current.get("last_result") or {}
-        update["last_attempt"] = {
-            **(state.get("last_attempt") or {}), "report": report_text(current),
-            "result": {k: measured.get(k) for k in ("success_rate", "success_given_start", "outcomes", "per_seed")}}
-        current = with_update(state, update)
-        passed = bool(measured) and meets_target(measured, settings.target_success)
-        if passed or int(current.get("inner_iter", 0)) >= settings.max_inner_iters:
-            return Command(goto="critic", update=update)
-        update["events"] = [measure_event(measured, "repair")]
-        current = with_update(state, update)
 
     stop = limit_reached(current, settings, model, need_steps=MIN_TRAIN_STEPS if learned else 1)
     if stop:
@@ -331,7 +303,7 @@ def fast(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal["
     if round_ and not any(m.name in (CODE_TOOL, TRAIN_TOOL) for m in round_) and rounds >= MAX_TOOL_ROUNDS:
         return to_critic(update, f"{rounds} tool rounds without a measurement (code test or training)")
 
-    lib = Library(current, settings)
+    lib = SubtaskCode(current, settings)
     skipped = set(state.get("skipped_code") or [])
     pending = [a for a in pending_code(decomposition, lib) if a["name"] not in skipped]
     if pending:
@@ -369,8 +341,6 @@ def fast(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal["
     if call["name"] == "WriteCode":
         return _write_code(current, update, settings, lib, target, call["args"], pending, answer)
     if call["name"] == "ConfigureRL":
-        # the state as the node found it: a head entry's test recorded in this call does not count as code the
-        # sub-action was moved from (ppo_defaults' prior)
         configured, config_calls = configure_rl_calls(state, settings, lib, target, context["rl"], call["args"])
         return _dispatch(current, {**update, **configured,
                                    "events": [*update.get("events", []), *configured.get("events", [])]},
@@ -394,7 +364,7 @@ def validated_args(call: Mapping[str, Any], schema: Any) -> tuple[dict | None, s
         return None, str(exc).splitlines()[0]
 
 
-def configure_rl_calls(state: Mapping[str, Any], settings: RunSettings, lib: Library, target: dict,
+def configure_rl_calls(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCode, target: dict,
                        rl: Mapping[str, Any], args: Mapping[str, Any]) -> tuple[dict, list[dict]]:
     """A ConfigureRL answer as (the state update, the configure_rl tool call): the graph's facts (task, the head's
     sources, PPO defaults) around the model's choices, its total_steps held within the budget."""
@@ -407,7 +377,9 @@ def configure_rl_calls(state: Mapping[str, Any], settings: RunSettings, lib: Lib
         update["events"] = [{"type": "budget_fit", "subtask": subtask,
                              "changes": [f"ConfigureRL: total_steps {asked} -> {total_steps}"]}]
     names = list(args.get("coded_actions") or [])
-    moved = any(r.get("subtask") == subtask and r.get("kind") == "code" for r in state.get("results", []))
+    results = list(state.get("results") or [])
+    before = results[:(state.get("log_marks") or {}).get("results", len(results))]  # not this attempt's head tests
+    moved = any(r.get("subtask") == subtask and r.get("kind") == "code" for r in before)
     config = {"task": subtask, "obs_kind": "symbolic", "reward": args.get("reward", "task"),
               "coded_actions": lib.head_sources(names), "eval_episodes": 0,
               "ppo": {**ppo_defaults(settings, moved_from_code=moved), "total_steps": total_steps}}
@@ -434,8 +406,8 @@ def _dispatch(state: Mapping[str, Any], update: dict, calls: list[Any], answer: 
                                          "events": [*update.get("events", []), *(events if notes else [])]})
 
 
-def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, lib: Library, target: dict, args: dict,
-                pending: list[dict], answer: AIMessage) -> Command:
+def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, lib: SubtaskCode, target: dict,
+                args: dict, pending: list[dict], answer: AIMessage) -> Command:
     subtask = lib.subtask
     code = str(args["code"])
     max_steps = int(args.get("max_steps") or lib.max_steps)
@@ -445,7 +417,7 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
                 "plan": plan_of(target), "outer_iter": int(state.get("outer_iter", 0))}]
     learned = any(a["kind"] == "rl" for a in state["decomposition"]["sub_actions"])
     is_last_code = not learned and len(pending) <= 1
-    defined = target["name"] in library.function_names(code)
+    defined = target["name"] in function_names(code)
     if not is_last_code:  # a building block: loaded in the sandbox, tested through the action that uses it
         if defined and _load_problem(lib.with_code(code)) is None:
             if not learned:
@@ -465,10 +437,10 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
     pool = lib.with_code(code)
     if defined:
         actions = [name for name in tested_actions(state["decomposition"]) if name in pool]
-        program, action = library.test_program(pool, lib.prefix, actions or [target["name"]], max_steps)
+        program, action = test_program(pool, lib.prefix, actions or [target["name"]], max_steps)
     else:  # the sandbox says what is wrong with it (a syntax error, a missing function); one seed tells
-        program, action, seeds = library.with_library(lib.pool, code), target["name"], seeds[:1]
-    too_big = library.size_problem(pool if defined else lib.pool, program, [target["name"]], MAX_SOURCE_CHARS)
+        program, action, seeds = with_library(lib.pool, code), target["name"], seeds[:1]
+    too_big = size_problem(pool if defined else lib.pool, program, [target["name"]], MAX_SOURCE_CHARS)
     if too_big:  # refused before any step is spent, with what is large: the model answers again
         update = {**update, "code_versions": version, "inner_iter": revision,
                   "last_attempt": {"sub_action": target["name"], "code": code, "max_steps": max_steps,
@@ -497,7 +469,7 @@ def skipped_of(state: Mapping[str, Any]) -> list[str]:
     return list(state.get("skipped_code") or [])
 
 
-def _load_problem(pool: library.Pool) -> str | None:
+def _load_problem(pool: Pool) -> str | None:
     """Why these functions do not load in the sandbox, or None."""
     from sandbox import AgentCode, CodeRejected, SandboxUnavailable, UnsafeCodeError, check_source
 

@@ -11,7 +11,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nodes.attempts import CODE_TOOL, CONFIGURE_TOOL, TRAIN_TOOL
+from nodes.attempt.results import CODE_TOOL, CONFIGURE_TOOL, TRAIN_TOOL
 from nodes.settings import RunSettings
 from rl import MIN_TRAIN_STEPS  # the smallest PPO run; nodes import it from here
 

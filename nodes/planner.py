@@ -20,12 +20,12 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from envs.tasks import TASKS
+from nodes.attempt.outcome import skill_from_best
 from nodes.context import RunContext, context_of
 from nodes.limits import MIN_TRAIN_STEPS, budget_left, limit_reached
-from nodes.models import ModelOutputError
+from nodes.models.base import ModelOutputError
 from nodes.recipes import all_recipe_facts, prerequisites
 from nodes.schemas import Plan
-from nodes.skills_io import skill_from_best
 from nodes.state import RLGPTState, start_update, with_update
 from prompts.templates import messages_for
 

@@ -22,10 +22,10 @@ from typing import Any
 from langgraph.runtime import Runtime
 from pydantic import ValidationError
 
-from nodes.attempts import judged_rate, meets_target
+from nodes.attempt.results import judged_rate, meets_target
 from nodes.context import RunContext, context_of
 from nodes.settings import RunSettings
-from nodes.skills import Skill, SkillLibrary, SkillLibraryError
+from nodes.skills.library import Skill, SkillLibrary, SkillLibraryError
 from nodes.state import RLGPTState
 
 AGENT_ROLES = ("planner", "slow", "fast", "critic")  # always listed, so a zero is visible, not missing

@@ -12,7 +12,7 @@ from langgraph.types import Command
 from envs.tasks import TASKS
 from nodes.context import RunContext, context_of
 from nodes.limits import limit_reached
-from nodes.models import ModelOutputError
+from nodes.models.base import ModelOutputError
 from nodes.recipes import recipe_facts, template_for
 from nodes.schemas import MAX_SUB_ACTIONS, Decomposition, SubAction
 from nodes.settings import RunSettings

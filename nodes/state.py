@@ -49,7 +49,7 @@ class RLGPTState(TypedDict, total=False):
     # -- logs (append-only) --
     code_versions: Annotated[list[dict], operator.add]   # {subtask, sub_action, version, source}
     rl_configs: Annotated[list[dict], operator.add]      # {subtask, sub_action, version, config}
-    results: Annotated[list[dict], operator.add]         # measured attempts (see nodes.attempts)
+    results: Annotated[list[dict], operator.add]         # measured attempts (see nodes.attempt.results)
     critiques: Annotated[list[dict], operator.add]       # Critique dumps with subtask + iteration
     events: Annotated[list[dict], operator.add]          # decisions: moves, passes, replans, stops
 
@@ -65,7 +65,7 @@ class RLGPTState(TypedDict, total=False):
     stop_reason: str | None                  # why the loops stopped early, None when they finished
 
     # -- skills and outcome --
-    skills: dict[str, dict]                  # subtask name -> nodes.skills.Skill dump (Skill.to_state)
+    skills: dict[str, dict]                  # subtask name -> nodes.skills.library.Skill dump (Skill.to_state)
     evaluation: dict | None                  # executor's held-out result
     usage: dict[str, Any]                    # per-role model calls and tokens
     report: dict | None                      # the final report (also written to out_dir)
@@ -81,7 +81,7 @@ class AttemptState(RLGPTState, total=False):
     last_attempt: dict | None                # the fast agent's last measured code and its report
     fast_error: str | None                   # why the fast agent's answer could not be used
     log_marks: dict[str, int]                # lengths of the outer logs when the attempt began
-    counted_round: str | None                # the tool round already counted and logged (nodes.rounds)
+    counted_round: str | None                # the tool round already counted and logged (nodes.attempt.rounds)
     last_result: dict | None                 # that round's measured result
     exit_to: str | None                      # the outer node the attempt leaves for (nodes.exits)
     skipped_code: list[str]                  # coded sub-actions a policy trains without (never written)

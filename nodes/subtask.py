@@ -11,7 +11,7 @@ from langgraph.types import Command
 
 from nodes.context import RunContext, context_of
 from nodes.limits import limit_reached
-from nodes.skills_io import reuse_skill
+from nodes.skills.records import reuse_skill
 from nodes.state import RLGPTState
 
 

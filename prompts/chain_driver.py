@@ -6,7 +6,7 @@ bind its parameters (everything but `game`) to the chain's data. So the body is 
 the sandbox and keeps to its rules (sandbox/lint.py: no imports, no names starting with '_', no
 annotations inside it, which the sandbox would evaluate). It is copied rather than called so that the
 program keeps one `main` with everything inside it: the library stores a program's functions one by
-one (nodes.library.definitions), and a trace names the functions a step came from ('main > collect_wood').
+one (nodes.skills.pool.definitions), and a trace names the functions a step came from ('main > collect_wood').
 Only the signature and the stubs below are for ruff and mypy.
 """
 

@@ -1,4 +1,4 @@
-"""The llama.cpp server for the integration tests; it lives in `nodes.local_llm` (what
+"""The llama.cpp server for the integration tests; it lives in `nodes.models.local` (what
 `--model smollm2` starts) and is re-exported here for the tests. By hand:
 
     .venv/bin/python tests/llm_server.py      # prints OPENAI_BASE_URL=... and serves until Ctrl-C
@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from nodes.local_llm import LlamaServer, LlamaServerError, free_port, serve_until_interrupted, smollm2_model_path
+from nodes.models.local import LlamaServer, LlamaServerError, free_port, serve_until_interrupted, smollm2_model_path
 
 __all__ = ["LlamaServer", "LlamaServerError", "free_port", "smollm2_model_path"]
 

@@ -9,8 +9,8 @@ from langchain_core.messages import AIMessage
 from pydantic import ValidationError
 
 from graph.builder import build_graph, run_config, run_context, start_state
-from nodes.expert import ExpertModel
 from nodes.fast import code_test_seeds
+from nodes.models.expert import ExpertModel
 from nodes.schemas import MAX_SUB_ACTIONS, Decomposition, Plan, SubAction, configure_rl_answer
 from nodes.settings import RunSettings
 from nodes.slow import enforce_move
@@ -118,8 +118,8 @@ def test_a_building_block_the_slow_agent_plans_anew_is_written_again_from_its_ol
     """Code written in an earlier outer iteration serves the plan it was written for: when the next
     decomposition asks something else of that sub-action, the fast agent is asked for it again and sees its
     old code; a sub-action planned as before keeps its code and is not asked again."""
-    from nodes.fast import Library, _previous_attempt, pending_code
-    from nodes.rounds import plan_of
+    from nodes.attempt.rounds import plan_of
+    from nodes.fast import SubtaskCode, _previous_attempt, pending_code
     from prompts.templates import messages_for
 
     walk = SubAction(name="walk_to_iron", kind="code", reason="walk to the nearest iron").model_dump()
@@ -131,11 +131,11 @@ def test_a_building_block_the_slow_agent_plans_anew_is_written_again_from_its_ol
              "code_versions": [{"subtask": "collect_iron", "sub_action": "walk_to_iron", "version": 1,
                                 "source": old_walk, "plan": plan_of(walk), "outer_iter": 0}]}
     settings = RunSettings(task="collect_iron")
-    lib = Library(state, settings)
+    lib = SubtaskCode(state, settings)
     assert [a["name"] for a in pending_code(state["decomposition"], lib)] == ["mine_iron"]  # same plan: kept
     avoid_lava = {**walk, "reason": "walk to the nearest iron, around lava"}
     state["decomposition"] = {**state["decomposition"], "sub_actions": [avoid_lava, mine]}
-    lib = Library(state, settings)
+    lib = SubtaskCode(state, settings)
     assert [a["name"] for a in pending_code(state["decomposition"], lib)] == ["walk_to_iron", "mine_iron"]
     previous = _previous_attempt(state, "code", avoid_lava, lib)
     assert previous is not None and previous["code"] == old_walk and previous["replanned"]

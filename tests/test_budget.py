@@ -10,8 +10,8 @@ from __future__ import annotations
 from langgraph.checkpoint.memory import InMemorySaver
 
 from graph.builder import build_graph, run_config, run_context, start_state
-from nodes.expert import ExpertModel
 from nodes.limits import fit_calls_to_budget
+from nodes.models.expert import ExpertModel
 from nodes.settings import RunSettings
 
 

@@ -3,7 +3,7 @@ after its data, within the sandbox's rules, and whole again after the library sp
 
 from __future__ import annotations
 
-from nodes.library import definitions, function_names, pool_from
+from nodes.skills.pool import definitions, function_names, pool_from
 from prompts.fewshot import CHAIN_DRIVER_BODY, CHAIN_DRIVER_PARAMETERS, chain_source, fill
 from sandbox.lint import check_source
 from sandbox.loader import load_coded_actions

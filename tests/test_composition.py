@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from langchain_core.messages import AIMessage
 
-from nodes import library
+from nodes.attempt.outcome import skill_from_attempt
+from nodes.attempt.rounds import _artefacts
 from nodes.executor import _load_chain
-from nodes.fast import Library
-from nodes.rounds import _artefacts
+from nodes.fast import SubtaskCode
 from nodes.settings import RunSettings
-from nodes.skills_io import skill_from_attempt
+from nodes.skills import pool as code_pool
 
 DIAMOND_CHAIN = ["collect_wood", "place_table", "make_wood_pickaxe", "collect_stone", "make_stone_pickaxe",
                  "collect_coal", "collect_iron", "place_furnace", "make_iron_pickaxe", "collect_diamond"]
@@ -42,9 +42,9 @@ def test_a_depth_10_chain_grows_linearly_and_tests_and_held_out_play_the_same_de
     sizes = []
     for k, name in enumerate(DIAMOND_CHAIN):
         previous = DIAMOND_CHAIN[k - 1] if k else None
-        lib = Library(_state_at(k, skills), settings)
+        lib = SubtaskCode(_state_at(k, skills), settings)
         pool = lib.with_code(_written(k, name, previous))
-        program, _ = library.test_program(pool, lib.prefix, [name], 100)
+        program, _ = code_pool.test_program(pool, lib.prefix, [name], 100)
         sizes.append(len(program))
         # every module-level line and every helper once, whatever the depth; the latest helper wins
         for line in ("import heapq", "MV = {", "WALK = ("):
@@ -63,13 +63,13 @@ def test_a_depth_10_chain_grows_linearly_and_tests_and_held_out_play_the_same_de
     chain = _load_chain([{"name": n} for n in DIAMOND_CHAIN], skills, seed=0)
     try:
         for k, step in enumerate(chain):
-            lib = Library(_state_at(k, {n: skills[n] for n in DIAMOND_CHAIN[:k]}), settings)
+            lib = SubtaskCode(_state_at(k, {n: skills[n] for n in DIAMOND_CHAIN[:k]}), settings)
             pool = lib.with_code(_written(k, DIAMOND_CHAIN[k], DIAMOND_CHAIN[k - 1] if k else None))
-            tested, _ = library.test_program(pool, lib.prefix, [DIAMOND_CHAIN[k]], 100)
-            played = library.definitions(step.source)
-            inner = library.definitions("\n".join(line[4:] for line in step.source.splitlines()[3:]))
+            tested, _ = code_pool.test_program(pool, lib.prefix, [DIAMOND_CHAIN[k]], 100)
+            played = code_pool.definitions(step.source)
+            inner = code_pool.definitions("\n".join(line[4:] for line in step.source.splitlines()[3:]))
             assert played  # the played action is one function: its definitions sit one level in
-            for name, source in library.definitions(tested).items():
+            for name, source in code_pool.definitions(tested).items():
                 if name != "main":
                     assert inner.get(name, "").strip() == source.strip(), (k, name)
             assert step.source.count("def helper(") == 1 and f"helper of skill {k}" in step.source
@@ -84,54 +84,54 @@ def test_a_code_rl_code_cycle_adds_nothing_to_the_library():
     state = {"plan": [{"name": name}], "subtask_index": 0,
              "decomposition": {"sub_actions": [{"name": name, "kind": "code"}, {"name": "coal_policy", "kind": "rl"}]},
              "code_versions": [{"subtask": name, "sub_action": name, "version": 1, "source": code}]}
-    pool = library.pool_from([code])
-    head = library.action_head_sources(pool, [name]) + [library.prefix_action(pool, [name], 50, "reach_x")]
+    pool = code_pool.pool_from([code])
+    head = code_pool.action_head_sources(pool, [name]) + [code_pool.prefix_action(pool, [name], 50, "reach_x")]
     train = AIMessage(content="", tool_calls=[{"name": "train_ppo", "id": "t1",
                                                "args": {"rl_config": {"coded_actions": head}}}])
     learned = _artefacts(state, [train], {"kind": "rl"}, {"name": "coal_policy", "kind": "rl"})
     assert learned["sources"] == [code] and learned["rl_config"]["coded_actions"] == head
     test = AIMessage(content="", tool_calls=[{"name": "run_code_in_env", "id": "c1",
-                                              "args": {"code": library.test_program(pool, [], [name], 50)[0],
+                                              "args": {"code": code_pool.test_program(pool, [], [name], 50)[0],
                                                        "action": name}}])
     state["decomposition"] = {"sub_actions": [{"name": name, "kind": "code"}]}
     coded = _artefacts(state, [test], {"kind": "code"}, {"name": name, "kind": "code"})
     assert coded == {"sources": [code], "entry": name}
-    before = library.pool_of([(name, {"kind": "code", **coded})]).sources
-    after = library.pool_of([(name, {"kind": "rl", **learned}), (name, {"kind": "code", **coded})]).sources
+    before = code_pool.pool_of([(name, {"kind": "code", **coded})]).sources
+    after = code_pool.pool_of([(name, {"kind": "rl", **learned}), (name, {"kind": "code", **coded})]).sources
     assert after == before and "reach_x" not in after  # nothing composed came back into the library
-    assert after[name] == library.definitions(code)[name]
+    assert after[name] == code_pool.definitions(code)[name]
 
 
 def test_definitions_keep_each_module_level_name_once_and_drop_what_binds_nothing():
     program = ('"""doc"""\nimport heapq, math\nfrom collections import deque as dq\nX = 0\nX += 1\n'
                'A, B = 1, 2\nprint("side effect")\n\ndef f(game):\n    yield "noop"\n\ndef f(game):\n    yield "do"\n')
-    defs = library.definitions(program)
+    defs = code_pool.definitions(program)
     assert list(defs) == ["heapq", "math", "dq", "X", "A", "f"]
     assert defs["X"] == "X = 0\nX += 1\n" and '"do"' in defs["f"] and "print" not in "".join(defs.values())
-    pool = library.pool_from([program])
+    pool = code_pool.pool_from([program])
     assert pool.closure(["B"]) == ["A"]  # a name bound by a statement keyed by another name is found
-    later = library.pool_from([program, "X = 5\n"])
+    later = code_pool.pool_from([program, "X = 5\n"])
     assert later.sources["X"] == "X = 5\n"  # one precedence rule: a later definition replaces the earlier
 
 
 def test_a_composed_program_over_the_limit_names_what_is_large():
     big = "def big(game):\n    " + "\n    ".join(f"x{i} = {i}" for i in range(3000)) + "\n    yield 'noop'\n"
-    pool = library.pool_from([big], subtask="collect_wood")
+    pool = code_pool.pool_from([big], subtask="collect_wood")
     pool.add("def act(game):\n    yield from big(game)\n", subtask="place_table")
     program = pool.program(["act"])
-    problem = library.size_problem(pool, program, ["act"], 10_000)
+    problem = code_pool.size_problem(pool, program, ["act"], 10_000)
     assert problem is not None and "big (" in problem and "collect_wood" in problem and "no step was spent" in problem
-    assert library.size_problem(pool, program, ["act"], len(program)) is None
+    assert code_pool.size_problem(pool, program, ["act"], len(program)) is None
 
 
 def test_error_lines_of_a_composed_program_point_into_the_models_own_code():
     own = "import math\n\n\ndef survive(game):\n    yield 'noop'\n    x = 1 / 0\n"
-    pool = library.pool_from(["def helper(game):\n    yield 'noop'\n    y = [][1]\n"], subtask="collect_wood")
+    pool = code_pool.pool_from(["def helper(game):\n    yield 'noop'\n    y = [][1]\n"], subtask="collect_wood")
     pool.add(own)
     program = pool.program(["survive", "helper"])
     survive_def = program.splitlines().index("def survive(game):") + 1
     helper_def = program.splitlines().index("def helper(game):") + 1
     text = (f"seed 1: line {survive_def + 2} in survive (`x = 1 / 0`): ZeroDivisionError\n"
             f"seed 2: line {helper_def + 2} in helper: IndexError")
-    moved = library.relocate_lines(text, program, own)
+    moved = code_pool.relocate_lines(text, program, own)
     assert "line 6 of your code, in survive" in moved and "line 3 of library function helper" in moved

@@ -15,7 +15,7 @@ from graph.draw import draw_png_matplotlib, main, write_drawings
 ROOT = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 OUTER_NODES = ("planner", "subtask", "slow", "executor", "report")
-ATTEMPT_NODES = ("fast", "tools", "critic")
+ATTEMPT_NODES = ("fast", "tools", "measure", "critic")
 
 
 @pytest.fixture(autouse=True)
@@ -38,7 +38,9 @@ def test_draw_cli_writes_mermaid_and_png(tmp_path):
     assert "subgraph attempt" in mmd
     # the loops, labelled: the inner one inside the attempt, the outer ones from its exits
     assert "attempt\\3afast -. &nbsp;code test / training / tool&nbsp; .-> attempt\\3atools" in mmd
-    assert "attempt\\3atools --> attempt\\3afast" in mmd  # a fixed edge: no label
+    assert "attempt\\3atools --> attempt\\3ameasure" in mmd  # a fixed edge: no label
+    assert "attempt\\3ameasure -. &nbsp;repair / next step&nbsp; .-> attempt\\3afast" in mmd
+    assert "attempt\\3ameasure -. &nbsp;judge: passed, revisions out, trained&nbsp; .-> attempt\\3acritic" in mmd
     assert "attempt\\3acritic -. &nbsp;revise: train longer&nbsp; .-> attempt\\3afast" in mmd
     assert "slow -. &nbsp;decomposition&nbsp; .-> attempt\\3a__start__" in mmd
     assert "attempt\\3aleave -. &nbsp;move / revise&nbsp; .-> slow" in mmd

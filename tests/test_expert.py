@@ -7,9 +7,9 @@ import time
 import pytest
 from pydantic import ValidationError
 
-from nodes.attempts import summarise_code_runs
-from nodes.expert import ExpertError, ExpertModel
-from nodes.models import AgentModel
+from nodes.attempt.results import summarise_code_runs
+from nodes.models.base import AgentModel
+from nodes.models.expert import ExpertError, ExpertModel
 from nodes.recipes import backward_chain
 from nodes.schemas import (
     Critique,
@@ -150,26 +150,26 @@ def test_fast_writes_the_filled_example_as_one_coded_action():
 
 
 def test_library_chains_prior_skills_into_the_test_program():
-    from nodes import library
-    from nodes.expert import write_source
+    from nodes.models.expert import write_source
+    from nodes.skills import pool as code_pool
 
-    pool = library.pool_from([write_source({"template": "collect", "target": "tree", "item": "wood"}),
+    pool = code_pool.pool_from([write_source({"template": "collect", "target": "tree", "item": "wood"}),
                                  write_source({"template": "place", "item": "table"})])
-    code, action = library.test_program(pool, ["collect_wood"], ["place_table"], 500)
+    code, action = code_pool.test_program(pool, ["collect_wood"], ["place_table"], 500)
     assert action is None
     names = [a.name for a in load_coded_actions(code)]
     assert names[-1] == "main" and {"collect_wood", "place_table", "explore", "stay_alive"} <= set(names)
     assert code.index("(collect_wood, 'collect_wood'") < code.index("(place_table, 'place_table'")
-    alone, action = library.test_program(pool, [], ["collect_wood"], 500)
+    alone, action = code_pool.test_program(pool, [], ["collect_wood"], 500)
     assert action == "collect_wood" and [a.name for a in load_coded_actions(alone)] == ["collect_wood"]
 
 
 def test_library_makes_each_action_head_entry_self_contained():
-    from nodes import library
+    from nodes.skills import pool as code_pool
 
-    pool = library.pool_from(['def helper(game):\n    yield "noop"\n',
+    pool = code_pool.pool_from(['def helper(game):\n    yield "noop"\n',
                                  '@coded_action(max_steps=9)\ndef act(game):\n    yield from helper(game)\n'])
-    (source,) = library.action_head_sources(pool, ["act"])
+    (source,) = code_pool.action_head_sources(pool, ["act"])
     actions = load_coded_actions(source)
     assert [a.name for a in actions] == ["act"] and actions[0].max_steps == 9
 
@@ -197,7 +197,7 @@ def _last(code, per_seed, max_steps=100):
 
 
 def test_expert_repairs_by_the_failure_the_report_names():
-    from nodes.expert import write_source
+    from nodes.models.expert import write_source
 
     code = write_source({"template": "collect", "target": "tree", "item": "wood"})
     sub = {"name": "collect_wood", "template": "collect", "item": "wood"}
@@ -221,7 +221,7 @@ def test_expert_repairs_by_the_failure_the_report_names():
 def test_a_collect_action_that_returns_empty_handed_is_called_again():
     """A sapling drops on one grass hit in ten: the filled collect example (5 hits a call) often returns
     without one. The repair calls it again until it gets one, which its tests then show."""
-    from nodes.expert import write_source
+    from nodes.models.expert import write_source
     from tools.run_code import run_code
 
     code = write_source({"template": "collect", "target": "grass", "item": "sapling"})

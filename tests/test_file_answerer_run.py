@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from graph import run
-from nodes.repair import explore_first
+from nodes.models.expert_repair import explore_first
 from prompts.fewshot import fill
 
 WOOD_CODE = explore_first(fill("collect", material="tree", item="wood"), "collect_wood")

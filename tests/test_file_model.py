@@ -15,8 +15,8 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.tools import tool
 from pydantic import BaseModel, Field
 
-from nodes.file_model import FileModel, FileModelTimeout
-from nodes.models import AgentModel, ModelOutputError
+from nodes.models.base import AgentModel, ModelOutputError
+from nodes.models.file import FileModel, FileModelTimeout
 
 PROMPT = [SystemMessage(content="You plan."), HumanMessage(content="Plan: collect wood.")]
 

@@ -8,7 +8,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from graph.builder import GraphBuildError, build_graph, run_config, run_context, start_state
 from graph.plugins import NodeSpec, Plugins
-from nodes.expert import ExpertModel
+from nodes.models.expert import ExpertModel
 from nodes.settings import RunSettings
 
 

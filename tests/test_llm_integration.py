@@ -16,9 +16,9 @@ from llm_server import LlamaServer
 
 from envs.tasks import TASKS
 from nodes.context import RunContext
-from nodes.llm import LLMModel
-from nodes.model_factory import make_model
-from nodes.models import ModelOutputError, ModelServerError
+from nodes.models.base import ModelOutputError, ModelServerError
+from nodes.models.chat import LLMModel
+from nodes.models.factory import make_model
 from nodes.planner import planner
 from nodes.schemas import Plan
 from nodes.settings import RunSettings

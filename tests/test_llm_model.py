@@ -17,11 +17,7 @@ from langchain_core.tools import tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, Field
 
-from nodes.file_model import FileModel
-from nodes.llm import MIN_ANSWER_TOKENS, LLMModel
-from nodes.llm_output import NEXT_STEP_TOOL, plain_chat
-from nodes.model_factory import make_model
-from nodes.models import (
+from nodes.models.base import (
     AgentModel,
     ContextWindowError,
     ModelConfigError,
@@ -30,6 +26,10 @@ from nodes.models import (
     UsageCounter,
     close_model,
 )
+from nodes.models.chat import MIN_ANSWER_TOKENS, LLMModel
+from nodes.models.factory import make_model
+from nodes.models.file import FileModel
+from nodes.models.output import NEXT_STEP_TOOL, plain_chat
 
 
 class ScriptedChat(BaseChatModel):
@@ -334,7 +334,7 @@ def test_make_model_names_files_and_replays(tmp_path, monkeypatch):
 
 
 def test_make_model_smollm2_without_the_extra_says_how_to_install(monkeypatch):
-    import nodes.local_llm as local_llm
+    import nodes.models.local as local_llm
 
     real = local_llm.importlib.util.find_spec
     monkeypatch.setattr(local_llm.importlib.util, "find_spec",

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from graph import run
-from nodes.expert import write_source
+from nodes.models.expert import write_source
 from nodes.recipes import template_for
-from nodes.skills import SkillLibrary
+from nodes.skills.library import SkillLibrary
 
 CHAIN = ["collect_wood", "place_table", "make_wood_pickaxe", "collect_stone", "make_stone_pickaxe",
          "collect_coal", "collect_iron", "place_furnace", "make_iron_pickaxe", "collect_diamond"]

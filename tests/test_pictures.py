@@ -59,7 +59,7 @@ def test_every_conditional_edge_is_labelled(xray):
     assert conditional
     assert all(e.data for e in conditional), [(e.source, e.target) for e in conditional if not e.data]
     mmd, dot = mermaid_text(graph), dot_source(graph)
-    inner = ("fast", "critic")  # drawn only when the attempt is expanded
+    inner = ("fast", "measure", "critic")  # drawn only when the attempt is expanded
     for node, labels in ROUTE_LABELS.items():
         for label in labels.values():
             if xray or node not in inner:

@@ -7,11 +7,12 @@ subtask's code made the critic move working code to RL. No environment steps her
 
 from __future__ import annotations
 
-from nodes.attempts import judged_rate, summarise_code_runs
-from nodes.expert import ExpertModel
+from nodes.attempt.outcome import skill_from_attempt
+from nodes.attempt.results import judged_rate, summarise_code_runs
+from nodes.models.expert import ExpertModel
 from nodes.recipes import backward_chain
 from nodes.schemas import Critique
-from nodes.skills_io import needed_before, prerequisite_achievements, prior_sources, skill_from_attempt
+from nodes.skills.records import needed_before, prerequisite_achievements, prior_sources
 
 IRON_PICKAXE_PLAN = backward_chain("make_iron_pickaxe")
 
@@ -90,7 +91,7 @@ def test_critic_node_names_the_achievements_a_test_passes_through():
 
 
 def test_logs_show_the_rate_over_the_runs_that_reached_the_start():
-    from nodes.attempts import rate_text
+    from nodes.attempt.results import rate_text
 
     assert rate_text({"success_rate": 0.375, "success_given_start": 1.0, "started": 3, "episodes": 8}) == \
         "38% (3 of 8 reached its start: 100%)"

@@ -12,10 +12,10 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.tools import tool
 from pydantic import BaseModel
 
-from nodes.expert import ExpertModel
-from nodes.model_factory import make_model
-from nodes.models import AgentModel, ModelConfigError, ModelOutputError, UsageCounter
-from nodes.recording import RecordingModel, ReplayDivergence, ReplayModel
+from nodes.models.base import AgentModel, ModelConfigError, ModelOutputError, UsageCounter
+from nodes.models.expert import ExpertModel
+from nodes.models.factory import make_model
+from nodes.models.recording import RecordingModel, ReplayDivergence, ReplayModel
 
 
 class Verdict(BaseModel):

@@ -6,7 +6,7 @@ import json
 from graph.report import print_summary, render_markdown, write_report
 from nodes.report import build_report
 from nodes.settings import RunSettings
-from nodes.skills import Skill, SkillLibrary
+from nodes.skills.library import Skill, SkillLibrary
 
 
 def state():

@@ -158,7 +158,7 @@ def _is_death_cause(cause: str) -> bool:
 def test_train_ppo_reports_how_episodes_ended_and_what_killed_the_player(tmp_path, monkeypatch):
     """Standing still for most of the first night gets the player killed: in the actors' worker processes the env
     names each death's cause, and the report counts every finished episode once."""
-    from nodes.attempts import summarise_training
+    from nodes.attempt.results import summarise_training
     from prompts.templates import messages_for
 
     monkeypatch.setattr("rl.vector.usable_cpus", lambda: 2)  # two worker processes, whatever the machine

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from envs.seeds import EVAL_SEED_BASE, VALIDATION_SEED_BASE
-from nodes.attempts import summarise_code_runs
+from nodes.attempt.results import summarise_code_runs
 from tools.run_code import CodeRunReport, run_code, run_code_in_env, summarise_reports_for_agent
 from tools.trace import TraceBuilder, reached_action
 

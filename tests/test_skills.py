@@ -6,7 +6,7 @@ import multiprocessing as mp
 
 import pytest
 
-from nodes.skills import Skill, SkillLibrary, SkillLibraryError
+from nodes.skills.library import Skill, SkillLibrary, SkillLibraryError
 
 SOURCE = "def chop_tree(game):\n    yield from game.face('tree')\n    yield 'do'\n"
 

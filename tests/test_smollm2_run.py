@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from nodes.tokens import SMOLLM2_CONTEXT
+from nodes.models.tokens import SMOLLM2_CONTEXT
 
 # SmolLM2 may write up to its 2,048-token answer limit before a re-ask: on 2 CPU cores one such answer takes
 # minutes, and a recorded run had four (the fixture's). The bound is on a hang, not on the model's length.

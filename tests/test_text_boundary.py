@@ -102,7 +102,7 @@ def test_hostile_text_through_a_code_test(lint):
     from langchain_core.messages import AIMessage, HumanMessage, convert_to_openai_messages
     from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-    from nodes.attempts import summarise_code_runs
+    from nodes.attempt.results import summarise_code_runs
     from prompts.templates import messages_for
     from tools.run_code import CodeRunReport, run_code_in_env, summarise_reports_for_agent
 
@@ -155,7 +155,7 @@ def test_hostile_text_through_a_code_test(lint):
 
 @LINT
 def test_hostile_text_through_a_ppo_training(lint, tmp_path):
-    from nodes.attempts import summarise_training
+    from nodes.attempt.results import summarise_training
     from prompts.templates import messages_for
     from tools.rl_tools import TrainReport, train_ppo_tool
 

@@ -12,11 +12,11 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
-from nodes.llm_output import sendable_tool
-from nodes.model_factory import make_model
-from nodes.models import ContextWindowError, ModelOutputError
-from nodes.recording import RecordingModel
-from nodes.tokens import SMOLLM2_CONTEXT, chat_prompt, count_chat_tokens, count_tokens
+from nodes.models.base import ContextWindowError, ModelOutputError
+from nodes.models.factory import make_model
+from nodes.models.output import sendable_tool
+from nodes.models.recording import RecordingModel
+from nodes.models.tokens import SMOLLM2_CONTEXT, chat_prompt, count_chat_tokens, count_tokens
 
 pytestmark = [pytest.mark.llm, pytest.mark.timeout(900)]
 
@@ -47,7 +47,7 @@ class TrainPolicy(BaseModel):
 def test_count_matches_the_tokenizer_directly():
     from llama_cpp import Llama
 
-    from nodes.local_llm import smollm2_model_path
+    from nodes.models.local import smollm2_model_path
 
     text = "Collect wood, then place a table: <|im_start|> is one token."
     direct = Llama(str(smollm2_model_path()), vocab_only=True, verbose=False)

@@ -1,12 +1,12 @@
 """The expert's coded actions for a tech-tree task, and the pure-code driver that chains them.
 
 Both come from the same place as the graph's code: the planner's backward chain over Crafter's
-recipes (nodes.recipes) and the fast agent's filled few-shot examples (nodes.expert.write_source).
+recipes (nodes.recipes) and the fast agent's filled few-shot examples (nodes.models.expert.write_source).
 """
 from __future__ import annotations
 
 from envs.tasks import TASKS
-from nodes.expert import write_source
+from nodes.models.expert import write_source
 from nodes.recipes import backward_chain, prerequisites, score_order, template_for
 
 

@@ -61,7 +61,7 @@ class NoCriticExpert:
 
 
 def _model_for(variant: str):
-    from nodes.expert import ExpertModel
+    from nodes.models.expert import ExpertModel
 
     if variant not in VARIANTS:
         raise ValueError(f"unknown RL-GPT variant '{variant}'; variants: {', '.join(VARIANTS)}")
@@ -128,7 +128,7 @@ def run_rlgpt(task: str, budget: int, episodes: int, work_dir: Path, key: str, *
 
 
 def _describe_event(e: dict) -> str:
-    from nodes.attempts import rate_text
+    from nodes.attempt.results import rate_text
 
     if e["type"] == "measure":
         return (f"[{e['subtask']}] {e['sub_action']} as {e['kind']} (outer {e['outer_iter']}, inner "

@@ -49,9 +49,9 @@ RULES_VERSION = 8
 # alone for a change that only they see. Their keys hold both versions (r{GRAPH_RULES_VERSION}.{RULES_VERSION}):
 # they play coded actions too.
 # 6: the fast node fits every tool call to the env steps left, so code tests cannot overrun the budget.
-# 7: the attempt subgraph: test reports go back to the fast agent, which repairs (nodes.repair) before the
+# 7: the attempt subgraph: test reports go back to the fast agent, which repairs (nodes.models.expert_repair) before the
 #    critic judges; code whose revisions run out moves to RL; one coded action per answer, composed by
-#    nodes.library; PPO's mid-run evaluation on validation seeds.
+#    nodes.skills.pool; PPO's mid-run evaluation on validation seeds.
 # 8: the critic compares a training with the attempts before it (it saw the training's own rate as the best
 #    earlier one, so no training was ever extended), and a learned sub-action's policy starts on its coded
 #    actions (coded_prior 0.9 in nodes.fast.ppo_defaults).
@@ -59,8 +59,8 @@ RULES_VERSION = 8
 #    on one grass hit in ten); score plans (crafter_score) pass over what failed and are scored by achievement;
 #    a sub-action learned from the start (no code attempt) has no coded prior.
 # 10: the critic's verdict stands (no move forced when code revisions run out; fail keeps the best attempt and
-#    goes on); a code test meets the target by a count fitted to its seeds (nodes.attempts.successes_needed:
-#    7 of 8 for 0.9); programs are assembled from one pool of written definitions (nodes.library.Pool); a plan
+#    goes on); a code test meets the target by a count fitted to its seeds (nodes.attempt.results.successes_needed:
+#    7 of 8 for 0.9); programs are assembled from one pool of written definitions (nodes.skills.pool.Pool); a plan
 #    that gives up falls back to learning the task.
 GRAPH_RULES_VERSION = 10
 METHOD_LABELS = {"rlgpt": "RL-GPT (rule-based expert)", "pure_rl": "pure RL (PPO, primitive actions)",

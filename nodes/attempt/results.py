@@ -203,8 +203,8 @@ def summarise_training(report: dict) -> dict[str, Any]:
     }
 
 
-def measure(messages: Sequence[BaseMessage], prerequisites: Sequence[str] = (),
-            judged: Sequence[str] = ()) -> dict[str, Any] | None:
+def round_result(messages: Sequence[BaseMessage], prerequisites: Sequence[str] = (),
+                 judged: Sequence[str] = ()) -> dict[str, Any] | None:
     """The measured result of the latest tool round, or None if it measured nothing.
     `prerequisites` and `judged`: what a code test must reach first (see summarise_code_runs)."""
     round_ = last_tool_round(messages)

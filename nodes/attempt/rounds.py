@@ -12,9 +12,9 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 
-from nodes.attempts import CODE_TOOL, TRAIN_TOOL, last_tool_calls, measure, steps_of
-from nodes.library import function_names
-from nodes.skills_io import prerequisite_achievements
+from nodes.attempt.results import CODE_TOOL, TRAIN_TOOL, last_tool_calls, round_result, steps_of
+from nodes.skills.pool import function_names
+from nodes.skills.records import prerequisite_achievements
 
 
 def judged_sub_action(decomposition: dict) -> dict:
@@ -94,10 +94,19 @@ def _artefacts(state: Mapping[str, Any], messages: list, result: dict, judged: d
     return {"sources": sources, "rl_config": config, "entry": None}
 
 
+def recorded_result(state: Mapping[str, Any]) -> dict | None:
+    """The result recorded (by nodes.measure) when the latest tool round was counted: that round's, or the
+    attempt's last measured one when that round measured nothing; None when the last message answers no
+    tool round."""
+    rid = round_id(list(state.get("messages") or []))
+    return state.get("last_result") if rid is not None and rid == state.get("counted_round") else None
+
+
 def record_round(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict | None]:
     """(update, result): the latest tool round's steps added to the budget and, when it measured
-    something, its result appended to `results` and kept as the subtask's best if it is. A round already
-    recorded gives an empty update and its result again."""
+    something, its result appended to `results` and kept as the subtask's best if it is. Only the measure
+    node calls it, once per round; a round already recorded (a checkpoint resumed there) gives an empty
+    update and its result again."""
     messages = list(state.get("messages") or [])
     rid = round_id(messages)
     if rid is None:
@@ -106,7 +115,7 @@ def record_round(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict | None]
         return {}, state.get("last_result")
     update: dict[str, Any] = {"counted_round": rid,
                               "env_steps_spent": int(state.get("env_steps_spent", 0)) + steps_of(messages)}
-    result = measure(messages, prerequisite_achievements(state), judged_functions(state["decomposition"]))
+    result = round_result(messages, prerequisite_achievements(state), judged_functions(state["decomposition"]))
     if result is None:
         return update, None
     subtask = state["plan"][state["subtask_index"]]["name"]

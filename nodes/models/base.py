@@ -2,8 +2,8 @@
 
 A node never knows whether a language model or the rule-based expert answers it: it calls
 `structured(...)` (planner, slow agent, critic) or `tool_call(...)` (fast agent) and reads
-`usage` for the report. The implementations (`nodes.expert.ExpertModel`, `nodes.llm.LLMModel`)
-build on these types; `nodes.model_factory.make_model` picks one by name.
+`usage` for the report. The implementations (`nodes.models.expert.ExpertModel`, `nodes.models.chat.LLMModel`)
+build on these types; `nodes.models.factory.make_model` picks one by name.
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ class AgentModel(Protocol):
     - `close()`: releases what the model holds (the local llama.cpp server of `--model smollm2`);
       whoever built the model calls it when the run ends, best through `close_model`;
     - `last_requests`: one dict per request of the latest call (`prompt_tokens`,
-      `completion_tokens`, `max_tokens`, ...), read by `nodes.recording`.
+      `completion_tokens`, `max_tokens`, ...), read by `nodes.models.recording`.
     """
 
     name: str

@@ -4,7 +4,7 @@ Invalid output (bad JSON, wrong schema, empty answer, unknown tool, bad tool arg
 back to the model with the validation error and re-asked; after `output_retries` re-asks the call
 raises `ModelOutputError`. Network and HTTP failures raise `ModelServerError` naming the server.
 `ReaskingModel` holds that loop for any model that answers with text or JSON (also
-`nodes.file_model.FileModel`).
+`nodes.models.file.FileModel`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from pydantic import BaseModel
 
-from nodes.llm_output import (
+from nodes.models.base import ContextWindowError, ModelOutputError, ModelServerError, UsageCounter
+from nodes.models.output import (
     NEXT_STEP_TOOL,
     InvalidOutput,
     answer_as_tool_calls,
@@ -31,7 +32,6 @@ from nodes.llm_output import (
     validated_tool_calls,
     with_tool_listing,
 )
-from nodes.models import ContextWindowError, ModelOutputError, ModelServerError, UsageCounter
 
 S = TypeVar("S", bound=BaseModel)
 ToolMode = Literal["native", "next_step"]
@@ -103,13 +103,13 @@ class ReaskingModel:
 
 
 class LLMModel(ReaskingModel):
-    """An `AgentModel` (see nodes.models) over a LangChain chat model, ChatOpenAI by default.
+    """An `AgentModel` (see nodes.models.base) over a LangChain chat model, ChatOpenAI by default.
 
     - `max_tokens` is the answer limit; `max_tokens_by_role` overrides it per role (e.g. more for
       the fast agent, which writes code, than for the critic). It travels as `extra_body.max_tokens`.
     - `tool_mode="next_step"` is for servers that ignore `tool_choice` ("required") but constrain a
       function forced by name (llama.cpp): a `tool_call` with several tools asks for one forced
-      `next_step` call whose schema is the union of the tools (`nodes.llm_output.next_step_tool`),
+      `next_step` call whose schema is the union of the tools (`nodes.models.output.next_step_tool`),
       and the conversation is sent as plain text (`plain_chat`).
     - `context_window` with `count_prompt(messages, tools_or_schemas) -> tokens`: each answer limit
       is cut to the room the counted prompt leaves, and a prompt that leaves under

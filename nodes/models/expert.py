@@ -21,11 +21,11 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage
 
 from envs.tasks import TASKS
-from nodes.attempts import judged_rate
+from nodes.attempt.results import judged_rate
 from nodes.limits import MIN_TRAIN_STEPS, train_steps_within
-from nodes.llm_output import tool_name
-from nodes.models import UsageCounter
-from nodes.repair import repair
+from nodes.models.base import UsageCounter
+from nodes.models.expert_repair import repair
+from nodes.models.output import tool_name
 from nodes.schemas import Critique, Decomposition, Plan, SubAction, Subtask
 from prompts.fewshot import action_name, fill
 
@@ -64,7 +64,7 @@ def _start_note(result: Mapping[str, Any]) -> str:
 
 
 class ExpertModel:
-    """Implements nodes.models.AgentModel with rules; counts calls (zero tokens)."""
+    """Implements nodes.models.base.AgentModel with rules; counts calls (zero tokens)."""
 
     name = "expert"
 

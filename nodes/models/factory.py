@@ -3,9 +3,9 @@
 - `expert` (or no name): the offline rule-based expert;
 - `smollm2`: SmolLM2-135M-Instruct on a llama.cpp server this process starts (the `llamacpp`
   extra); the model's `close()` stops it;
-- `file:DIR`: answers written as files in DIR by any answerer (`nodes.file_model`);
-- `replay:FILE`: the answers of a recorded run (`nodes.recording`);
-- any other name: an OpenAI-compatible chat model (`nodes.llm.LLMModel`), configured from the
+- `file:DIR`: answers written as files in DIR by any answerer (`nodes.models.file`);
+- `replay:FILE`: the answers of a recorded run (`nodes.models.recording`);
+- any other name: an OpenAI-compatible chat model (`nodes.models.chat.LLMModel`), configured from the
   environment.
 """
 
@@ -15,8 +15,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from nodes.expert import ExpertModel
-from nodes.models import AgentModel, ModelConfigError
+from nodes.models.base import AgentModel, ModelConfigError
+from nodes.models.expert import ExpertModel
 
 EXPERT_NAMES = ("expert",)
 SMOLLM2_NAME = "smollm2"
@@ -68,7 +68,7 @@ def make_model(spec: str | None = None, **llm_options: Any) -> AgentModel:
     """Build the model named by `--model` (see the module doc).
 
     A served LLM needs OPENAI_API_KEY (OpenAI) or OPENAI_BASE_URL (any OpenAI-compatible server: a
-    local one needs no key). `llm_options` go to `nodes.llm.LLMModel` (max_tokens, timeout,
+    local one needs no key). `llm_options` go to `nodes.models.chat.LLMModel` (max_tokens, timeout,
     retries...), over the RLGPT_* environment variables of `LLM_ENV_OPTIONS`; a file model takes
     `output_retries` and `deadline_s` from them.
     """
@@ -83,15 +83,15 @@ def make_model(spec: str | None = None, **llm_options: Any) -> AgentModel:
     if model.lower() == SMOLLM2_NAME:
         return smollm2_model(**options)
     if model.startswith(FILE_PREFIX):
-        from nodes.file_model import FileModel
+        from nodes.models.file import FileModel
 
         folder = _path_after_prefix(model, FILE_PREFIX, "the folder the answers are written in")
         retries = {"output_retries": options["output_retries"]} if "output_retries" in options else {}
         return FileModel(folder, deadline_s=options.get("deadline_s"), **retries)
     if model.startswith(REPLAY_PREFIX):
-        from nodes.recording import ReplayModel
+        from nodes.models.recording import ReplayModel
 
-        return ReplayModel(_path_after_prefix(model, REPLAY_PREFIX, "a recording made with nodes.recording"))
+        return ReplayModel(_path_after_prefix(model, REPLAY_PREFIX, "a recording made with nodes.models.recording"))
     api_key = os.environ.get("OPENAI_API_KEY", "").strip()
     base_url = os.environ.get("OPENAI_BASE_URL", "").strip()
     if not api_key and not base_url:
@@ -100,7 +100,7 @@ def make_model(spec: str | None = None, **llm_options: Any) -> AgentModel:
             "OPENAI_API_KEY, or OPENAI_BASE_URL for a local server (vLLM, llama.cpp, Ollama), "
             f"or use --model {SMOLLM2_NAME} (a tiny local model), or --model expert."
         )
-    from nodes.llm import LLMModel  # heavy (the OpenAI client): only for a language model
+    from nodes.models.chat import LLMModel  # heavy (the OpenAI client): only for a language model
 
     return LLMModel(model=model, api_key=api_key or LOCAL_SERVER_DUMMY_KEY,
                     base_url=base_url or None, **options)
@@ -118,9 +118,9 @@ def smollm2_model(**options: Any) -> AgentModel:
     8192 tokens, up to 2 threads), as an LLMModel in next-step tool mode whose answer limits fit
     the window (prompts counted with the model's own tokenizer). `close()` stops the server; an
     atexit hook and, on the main thread, the parent-death signal stop it if nobody does."""
-    from nodes.llm import LLMModel
-    from nodes.local_llm import LlamaServer
-    from nodes.tokens import SMOLLM2_CONTEXT, count_chat_tokens, count_tokens
+    from nodes.models.chat import LLMModel
+    from nodes.models.local import LlamaServer
+    from nodes.models.tokens import SMOLLM2_CONTEXT, count_chat_tokens, count_tokens
 
     count_tokens("")  # loads the tokenizer: a missing or broken install fails before the server starts
     defaults: dict[str, Any] = {"tool_mode": "next_step", "context_window": SMOLLM2_CONTEXT,

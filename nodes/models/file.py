@@ -17,7 +17,7 @@ The answer is `DIR/NNNN.response.json`: for "structured" the JSON object itself;
 tools at once. The answerer should write it under another name and rename it (a rename is
 atomic); a file that does not parse yet is read again a few times before it counts as an answer.
 
-An answer is checked like a served model's (`nodes.llm_output`); a rejected one comes back as the
+An answer is checked like a served model's (`nodes.models.output`); a rejected one comes back as the
 next request, with the answer and the error appended to its messages, up to `output_retries`
 times, then the call raises `ModelOutputError`. No answer within `deadline_s` (default 3600 s, or
 RLGPT_FILE_MODEL_TIMEOUT) raises `FileModelTimeout` naming the file it waited for.
@@ -36,9 +36,9 @@ from typing import Any, TypeVar
 from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import BaseModel
 
-from nodes.llm import DEFAULT_OUTPUT_RETRIES, ReaskingModel, Sent
-from nodes.llm_output import answer_as_tool_calls, message_dicts, parse_structured, tool_name, tool_spec
-from nodes.models import ModelConfigError, ModelServerError, UsageCounter
+from nodes.models.base import ModelConfigError, ModelServerError, UsageCounter
+from nodes.models.chat import DEFAULT_OUTPUT_RETRIES, ReaskingModel, Sent
+from nodes.models.output import answer_as_tool_calls, message_dicts, parse_structured, tool_name, tool_spec
 
 S = TypeVar("S", bound=BaseModel)
 

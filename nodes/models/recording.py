@@ -39,8 +39,7 @@ from typing import Any, TypeVar
 from langchain_core.messages import AIMessage, BaseMessage, ToolCall
 from pydantic import BaseModel, ValidationError
 
-from nodes.llm_output import message_dicts, text_of, tool_name
-from nodes.models import (
+from nodes.models.base import (
     AgentModel,
     ModelConfigError,
     ModelOutputError,
@@ -49,6 +48,7 @@ from nodes.models import (
     UsageCounter,
     close_model,
 )
+from nodes.models.output import message_dicts, text_of, tool_name
 
 S = TypeVar("S", bound=BaseModel)
 SHOWN_LINES = 3

@@ -19,8 +19,8 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from nodes.llm_output import message_dicts
-from nodes.local_llm import LlamaCppMissing, require_llama_cpp, smollm2_model_path
+from nodes.models.local import LlamaCppMissing, require_llama_cpp, smollm2_model_path
+from nodes.models.output import message_dicts
 
 SMOLLM2_CONTEXT = 8192
 

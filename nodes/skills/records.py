@@ -1,6 +1,6 @@
-"""Skill records: from a measured attempt to the state's `skills`, to and from the skill library.
+"""Skill records in the graph's state: to and from the skill library, and which earlier skills a subtask builds on.
 
-The record is `nodes.skills.Skill`; the state holds its plain dump (`Skill.to_state()`), one per
+The record is `nodes.skills.library.Skill`; the state holds its plain dump (`Skill.to_state()`), one per
 subtask. A coded skill runs its `entry` function from `sources`; a learned one runs the policy at
 `policy_path` (its coded actions come with it).
 """
@@ -12,30 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from envs.tasks import ACHIEVEMENTS, TASKS
-from nodes.attempts import judged_rate
-from nodes.library import Pool, function_names, pool_of
 from nodes.recipes import backward_chain
 from nodes.settings import RunSettings
-from nodes.skills import Skill, SkillLibrary
-
-
-def skill_from_attempt(subtask: str, attempt: dict, threshold: float) -> dict:
-    """The state's record of a measured attempt (a critic result) as the skill for `subtask`."""
-    kind = attempt["kind"]
-    skill = Skill(
-        name=f"{subtask}_{kind}", kind=kind, task=subtask,
-        success_rate=float(attempt.get("success_rate", 0.0)), rate_source=attempt.get("rate_source"),
-        success_given_start=attempt.get("success_given_start"),
-        episodes=int(attempt.get("episodes") or 0), env_steps=int(attempt.get("steps") or 0),
-        sources=list(attempt.get("sources") or []), entry=attempt.get("entry"),
-        policy_path=attempt.get("policy_path"), rl_config=attempt.get("rl_config"),
-        passing=judged_rate(attempt) >= threshold, reused=False)
-    return skill.to_state()
-
-
-def skill_from_best(state: Mapping[str, Any], subtask: str, threshold: float) -> dict | None:
-    best = (state.get("best") or {}).get(subtask)
-    return None if best is None else skill_from_attempt(subtask, best, threshold)
+from nodes.skills.library import Skill, SkillLibrary
+from nodes.skills.pool import Pool, function_names, pool_of
 
 
 def save_skill(settings: RunSettings, record: Mapping[str, Any] | Skill) -> str | None:
@@ -97,7 +77,7 @@ def prior_sources(state: Mapping[str, Any]) -> list[dict]:
 
 def solved_pool(state: Mapping[str, Any]) -> Pool:
     """The pool of every coded definition of the skills solved before the current subtask, in plan order
-    (nodes.library.pool_of): whatever a skill defined stays callable in every later subtask, whether or
+    (nodes.skills.pool.pool_of): whatever a skill defined stays callable in every later subtask, whether or
     not the later one replays it."""
     plan = state.get("plan", [])
     skills = state.get("skills") or {}

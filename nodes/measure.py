@@ -1,0 +1,70 @@
+"""Measure node: every tool round, counted once, and where the attempt goes from it.
+
+It runs after each round of tool calls (and the plugin nodes attached to `tools`). The round's
+environment steps go to the budget, and a measuring round (code tests or a training) becomes one
+entry of `results` and, when it is the subtask's best, its `best` (nodes.attempt.rounds.record_round).
+Then it routes:
+
+- a training: the critic judges it;
+- a test of a coded building block of a policy's head: its report is filed with the training's
+  configuration, and the fast agent goes on;
+- a code test: the critic judges it when it meets the pass rule or the revisions are spent; otherwise
+  the fast agent repairs the code from the report;
+- any other tool (configure_rl, a plugin's): the fast agent reads its answer.
+
+The fast agent only chooses what to ask and asks; the critic reads what was measured here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+
+from nodes.attempt.results import CODE_TOOL, TRAIN_TOOL, last_tool_round, meets_target
+from nodes.attempt.rounds import measure_event, record_round
+from nodes.context import RunContext, context_of
+from nodes.fast import TESTED_REPORT_CHARS, SubtaskCode, report_text
+from nodes.settings import RunSettings
+from nodes.state import AttemptState, current_decomposition, with_update
+
+
+def measure(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal["fast", "critic"]]:
+    settings = context_of(runtime).settings
+    update, _ = record_round(state)
+    round_ = last_tool_round(list(state.get("messages") or []))
+    learned = any(a["kind"] == "rl" for a in current_decomposition(state)["sub_actions"])
+    if any(m.name == TRAIN_TOOL for m in round_):
+        return Command(goto="critic", update=update)
+    if not any(m.name == CODE_TOOL for m in round_):
+        return Command(goto="fast", update=update)
+    if learned:  # a building block of the policy's head, tested before the training
+        _file_head_test(state, update, settings)
+        return Command(goto="fast", update=update)
+    current = with_update(state, update)
+    measured = current.get("last_result") or {}
+    update["last_attempt"] = {
+        **(state.get("last_attempt") or {}), "report": report_text(current),
+        "result": {k: measured.get(k) for k in ("success_rate", "success_given_start", "outcomes", "per_seed")}}
+    passed = bool(measured) and meets_target(measured, settings.target_success)
+    if passed or int(state.get("inner_iter", 0)) >= settings.max_inner_iters:
+        return Command(goto="critic", update=update)
+    update["events"] = [measure_event(measured, "repair")]
+    return Command(goto="fast", update=update)
+
+
+def _file_head_test(state: Mapping[str, Any], update: dict, settings: RunSettings) -> None:
+    """A coded building block of the policy's head was tested before training: its report goes with the
+    training's configuration (the critic judges the training, which plays it)."""
+    current = with_update(state, update)
+    measured = current.get("last_result") or {}
+    tested = (state.get("last_attempt") or {}).get("sub_action")
+    update["code_tested"] = [*(state.get("code_tested") or []), {
+        "sub_action": tested, "report": report_text(current)[:TESTED_REPORT_CHARS],
+        "successes": measured.get("successes"), "episodes": measured.get("episodes")}]
+    loaded = tested in SubtaskCode(with_update(state, update), settings).pool
+    # a broken one comes back for one repair with its report; a working one is done
+    update["last_attempt"] = None if loaded else {**(state.get("last_attempt") or {}), "report": report_text(current)}
+    update["events"] = [measure_event(measured, "tested before training")]
