@@ -115,6 +115,10 @@ class SubtaskCode:
         self.pool = solved_pool(state)
         self.versions = written_code(state, self.subtask)
         self.plans = written_for(state, self.subtask)
+        index = state["subtask_index"]
+        # the coded actions of the skills solved before: a sub-action of one of these names reuses it
+        self.skill_entries = {record.get("entry") for sub in state["plan"][:index]
+                              if (record := (state.get("skills") or {}).get(sub["name"])) and record.get("entry")}
         for sub in state["decomposition"]["sub_actions"]:
             if sub["kind"] == "code" and sub["name"] in self.versions:
                 self.pool.add(self.versions[sub["name"]], subtask=self.subtask, kind="code", this_subtask=True)
@@ -164,12 +168,12 @@ class SubtaskCode:
 
 
 def pending_code(decomposition: dict, lib: SubtaskCode) -> list[dict]:
-    """Coded sub-actions with no code for the current plan yet: none written (a library function of the same
-    name counts as code; a built-in does not: a sub-action planned under a built-in's name is written, and
-    replaces it), or written in an earlier outer iteration for a plan the slow agent has changed since."""
+    """Coded sub-actions with no code for the current plan yet: none written for this subtask, unless the
+    name is an earlier skill's coded action (reused as it is), or written in an earlier outer iteration for a
+    plan the slow agent has changed since. A sub-action named after a built-in or after a helper of an earlier
+    skill is written, and replaces that function (the slow agent's prompt says so)."""
     return [a for a in decomposition["sub_actions"] if a["kind"] == "code"
-            and (a["name"] not in lib.pool or lib.pool.origin.get(a["name"], {}).get("kind") == "built-in"
-                 or lib.replanned(a))]
+            and (lib.replanned(a) if a["name"] in lib.versions else a["name"] not in lib.skill_entries)]
 
 
 def _call(name: str, args: dict) -> dict:

@@ -72,11 +72,11 @@ def play_chain(game: GameAPI, steps: Sequence[tuple[Action, str | None]], gather
                             and "place_" + s in game.achievements]
                     if gone:
                         todo = gatherer(gone[0]) or placers[gone[0]]
-            acted = False
-            for name in todo(game):
-                acted = True
-                yield name
-            if not acted:
+            # `yield from`, not a loop over the action: the trace then names the action that runs and the
+            # functions it is in, and a test can tell whether the judged action took a step
+            before = game.step_count
+            yield from todo(game)
+            if game.step_count == before:
                 yield from explore(game)
             if goal is None:
                 break

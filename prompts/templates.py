@@ -163,12 +163,12 @@ def _render_slow(c: Mapping[str, Any]) -> str:
         _section("Subtask", _subtask_line(c["subtask"], c.get("task_description"))),
         _section("Recipe facts", c.get("recipe")),
         _section("Few-shot template that fits", c.get("template")),
-        _section("Skills solved earlier (coded actions you may list)", skills),
+        _section("Skills solved earlier (listed, reused as they are)", skills),
         _section("Current decomposition", _decomposition(c.get("previous"))),
         _section("Latest critique", c.get("critique")),
         _section("Best measured attempt so far", c.get("best")),
-        _section("Built-in coded actions (written already; list a sub-action of one of these names only to "
-                 "replace it)", ", ".join(BUILTIN_ACTIONS)),
+        _section("Built-in coded actions (list one, or an earlier skill's helper, only to write it anew; it "
+                 "then replaces it everywhere)", ", ".join(BUILTIN_ACTIONS)),
         _section("Moved to rl by the graph", forced and (
             f"The plan gave up on `{forced}`, so the graph learns it: mark `{forced}` kind 'rl' in your answer "
             "(coded sub-actions go into its action head).")),

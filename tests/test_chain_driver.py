@@ -30,3 +30,16 @@ def test_a_chain_program_is_whole_again_after_the_library_splits_it():
     assembled = pool_from([program]).program(["main"])
     assert definitions(assembled) == definitions(program)
     assert [a.name for a in load_coded_actions(assembled)][-1] == "main"
+
+
+def test_the_trace_of_a_chain_names_the_step_that_runs_and_when_each_first_acted():
+    """The driver hands each step the turn with `yield from`, so the sandbox sees the step's frames: trace lines
+    say 'main > place_table', and a test can tell whether the action it judges ever took a step
+    (tools.trace.reached_action)."""
+    from tools.run_code import run_code
+
+    report = run_code(chain_source(SOURCES, STEPS, 600), task="place_table", seed=3, max_steps=600)
+    assert report.ended == "success", report.trace
+    assert report.first_steps["collect_wood"] == 1 and report.first_steps["place_table"] > 1
+    assert report.running_at_end == "main > place_table"
+    assert "(in main > collect_wood > go_to)" in report.trace.splitlines()[0]

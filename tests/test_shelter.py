@@ -27,13 +27,13 @@ LETTERS = {"S": "stone", "P": "path", "G": "grass", "T": "tree", "W": "water", "
 
 
 def _observation(rows: list[str], pos=(0, 0), creatures=(), daylight=1.0, facing=(0, 1), achievements=(),
-                 **inventory) -> PlayerObservation:
+                 step=0, **inventory) -> PlayerObservation:
     """A 9x7 view drawn as 7 rows of 9 letters; the player stands at row 3, column 4."""
     materials = np.array([[MATERIAL_IDS[LETTERS[ch]] for ch in row] for row in rows], dtype=np.uint8).T
     items = {name: 0 for name in crafter_constants.items}
     items.update(health=9, food=9, drink=9, energy=9, **inventory)
     return PlayerObservation(materials=materials, creatures=tuple(creatures), inventory=items, facing=facing,
-                             pos=pos, daylight=daylight, sleeping=False, episode_step=0,
+                             pos=pos, daylight=daylight, sleeping=False, episode_step=step,
                              achievements=frozenset(achievements))
 
 
@@ -100,7 +100,7 @@ def test_the_chain_places_a_station_again_when_the_one_it_placed_is_gone():
     game = _game(field, achievements={"place_table"}, wood=5)  # the table was placed, and it is gone
     actions = main.fn(game)
     assert next(actions) == "place_table"
-    game._observe(_observation(by_a_table, achievements={"place_table"}, wood=4))
+    game._observe(_observation(by_a_table, achievements={"place_table"}, wood=4, step=1))  # the step was taken
     assert next(actions) == "make_wood_pickaxe"
     standing = main.fn(_game(by_a_table, achievements={"place_table"}, wood=5))
     assert next(standing) == "make_wood_pickaxe"  # a table still there: no second one

@@ -403,6 +403,7 @@ def _write_gif(frames: list, output_dir: str, base: dict) -> str | None:
 
 
 ERROR_FIRST_LINE_CHARS = 160
+REFUSAL_CHARS = 260  # a helper's refusal whole: its end says what it needs (the game API's are shorter)
 MAX_DETAILS = 3  # failing seeds shown in detail, while the budget lasts
 MIN_DETAIL_CHARS = 500
 MIN_SEED_LINE_CHARS = 90  # a failing seed's line is cut to no less: its seed, ending and cause
@@ -493,7 +494,7 @@ def _seed_line(report: dict, prerequisites: Sequence[str] = (), reached: bool = 
         where = clean_text(report.get("running_at_end") or "", ERROR_FIRST_LINE_CHARS, mark=False)
         line += (f"; in {where}" if where else "") + f"; at death: {bars}" + (f"; held {held}" if held else "")
     if report.get("last_refusal") and _ended_of(report) in ("action_returned", "out_of_steps"):
-        line += f"; {clean_text(report['last_refusal'], ERROR_FIRST_LINE_CHARS, mark=False)}"
+        line += f"; {clean_text(report['last_refusal'], REFUSAL_CHARS, mark=False)}"
     error = (report.get("error") or "").strip()
     if error and _ended_of(report) != "died":
         rows = error.splitlines()
@@ -523,7 +524,7 @@ def _detail(report: dict, budget: int) -> str:
         parts.append(f"death: {report.get('death_cause')}; {report['death_detail']}")
     if report.get("refusals"):
         parts.append("helpers that stopped short: " + "; ".join(
-            clean_text(r, ERROR_FIRST_LINE_CHARS, mark=False) for r in report["refusals"]))
+            clean_text(r, REFUSAL_CHARS, mark=False) for r in report["refusals"]))
     elif report.get("last_refusal"):
         parts.append(f"a helper stopped short: {report['last_refusal']}")
     room = budget - sum(len(p) + 1 for p in parts)
