@@ -345,8 +345,13 @@ def _target_verdict(c: Mapping[str, Any]) -> str:
     """Whether the attempt meets the target, with the count the pass rule judged for a code test."""
     verdict = "meets" if c["meets_target"] else "does not meet"
     count = c.get("judged_count")
-    return f"This attempt {verdict} the target" + (
+    text = f"This attempt {verdict} the target" + (
         f" by the pass rule: {count[0]} of {count[1]} judged runs succeeded." if count else ".")
+    runs = int((c.get("result") or {}).get("episodes") or 0)
+    if count and 2 * count[1] < runs:  # a rate over a few runs: the chain before the action is what failed
+        text += (f" Only {count[1]} of {runs} test runs reached the action, so this says little about it; the "
+                 "others ended in the chain before it (earlier skills, stay_alive).")
+    return text
 
 
 def _critic_system(c: Mapping[str, Any]) -> str:

@@ -335,3 +335,14 @@ def test_the_fast_prompt_names_exactly_the_sandbox_builtins():
     listed = re.search(r"Builtins: (.*?)\.\n", text, re.S).group(1)
     names = set(re.findall(r"[A-Za-z_]+", listed)) - {"and", "the", "exceptions"}
     assert names == set(SAFE_BUILTINS) | {"print"}
+
+
+def test_the_critic_hears_when_few_runs_reached_the_judged_action():
+    """A pass on 1 of 1 judged runs says little: the critic is told how many of the test runs got there."""
+    from prompts.templates import _target_verdict
+
+    few = _target_verdict({"meets_target": True, "judged_count": (1, 1), "result": {"episodes": 8}})
+    assert few.startswith("This attempt meets the target by the pass rule: 1 of 1 judged runs succeeded.")
+    assert "Only 1 of 8 test runs reached the action" in few
+    most = _target_verdict({"meets_target": True, "judged_count": (6, 6), "result": {"episodes": 8}})
+    assert "Only" not in most

@@ -364,3 +364,20 @@ def test_a_report_counts_each_helper_that_stopped_short_with_its_reason():
     assert set(by_helper) == {"shelter", "go_to"}
     assert by_helper["shelter"].startswith("shelter 30 times, last at step 29: needs a wood pickaxe")
     assert "helpers that stopped short: shelter 30 times" in summarise_reports_for_agent([report])
+
+
+def test_a_detail_shows_the_last_view_in_whole_rows_or_says_what_it_left_out():
+    """A view cut inside a row misleads a repair: rows are kept whole, and the rows left out are counted."""
+    rows = [f"{i}" * 9 for i in range(7)]
+    view = "\n".join(rows) + "\nlegend: " + "x=stone " * 20
+    report = {"seed": 4, "ended": "died", "task_success": False, "steps": 90, "death_cause": "zombie",
+              "achievements_unlocked": [], "inventory_after": {"health": 0}, "trace": "step 1: noop",
+              "last_view": view}
+    for max_chars in (400, 600, 2500):
+        text = summarise_reports_for_agent([report], max_chars=max_chars)
+        shown = text.split("last view:\n", 1)[1].splitlines() if "last view:\n" in text else []
+        kept = [line for line in shown if not line.startswith("[...")]
+        assert all(line in view.splitlines() for line in kept), (max_chars, shown)
+        if kept and len(kept) < len(view.splitlines()):
+            assert shown[-1] == f"[... {len(view.splitlines()) - len(kept)} more lines of the view left out ...]"
+    assert "legend: " in summarise_reports_for_agent([report], max_chars=2500)

@@ -443,6 +443,9 @@ def summarise_reports_for_agent(reports: list[CodeRunReport | dict], max_chars: 
         aside = " ('gained' below leaves their achievements out)" if needed else ""
         lines.append(f"{before}: {len(started)} of {len(rows)} runs reached your action; {won} of those "
                      f"{len(started)} succeeded{aside}")
+        early_deaths = sum(1 for r in rows if not reached[id(r)] and _ended_of(r) == "died")
+        if early_deaths:  # the one lever the fast agent has over the chain before its action
+            lines.append(f"{early_deaths} died before it: a `stay_alive` you write replaces the chain's, here too")
     # every failing seed keeps its line (cut to a fair share when they do not all fit), the successes share one:
     # the seed lines take at most half, the detail is what a repair needs
     budget = max_chars // 2
@@ -528,7 +531,7 @@ def _detail(report: dict, budget: int) -> str:
     elif report.get("last_refusal"):
         parts.append(f"a helper stopped short: {report['last_refusal']}")
     room = budget - sum(len(p) + 1 for p in parts)
-    view = f"last view:\n{report['last_view']}"[:max(0, room // 2)] if report.get("last_view") else ""
+    view = _whole_lines(f"last view:\n{report['last_view']}", room // 2) if report.get("last_view") else ""
     room -= len(view) + len("trace (end):\n[... earlier lines dropped ...]\n") + 1
     trace_lines = (report.get("trace") or "").splitlines()
     tail: list[str] = []
@@ -543,6 +546,23 @@ def _detail(report: dict, budget: int) -> str:
     if view:
         parts.append(view)
     return "\n".join(parts)[:max(0, budget)]
+
+
+def _whole_lines(text: str, room: int) -> str:
+    """The first lines of `text` that fit `room` whole (a view cut inside a row misleads), and a marker for
+    the rest; empty when not even the heading and one row fit."""
+    lines = text.splitlines()
+    kept: list[str] = []
+    used = 0
+    for line in lines:
+        if used + len(line) + 1 > room - 40:  # room for the marker
+            break
+        kept.append(line)
+        used += len(line) + 1
+    if len(kept) < 2:
+        return ""
+    return "\n".join(kept) + (f"\n[... {len(lines) - len(kept)} more lines of the view left out ...]"
+                              if len(kept) < len(lines) else "")
 
 
 class RunCodeArgs(BaseModel):
