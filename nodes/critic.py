@@ -18,7 +18,8 @@ executor measures what was reached.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any, Literal, cast
 
 from langgraph.runtime import Runtime
 from langgraph.types import Command
@@ -27,6 +28,7 @@ from nodes.attempt.outcome import skill_from_attempt
 from nodes.attempt.results import judged_count, judged_rate, meets_target, pass_rule_text, training_pass_rule_text
 from nodes.attempt.rounds import judged_sub_action, measure_event, recorded_result
 from nodes.context import RunContext, context_of
+from nodes.entries import CritiqueEntry, FailedEntry, MeasuredResult, SubActionEntry
 from nodes.exits import exit_to
 from nodes.fast import start_attempt_update
 from nodes.limits import MIN_TRAIN_STEPS, budget_left, limit_reached
@@ -35,6 +37,7 @@ from nodes.schemas import Critique
 from nodes.settings import RunSettings
 from nodes.skills.records import save_skill
 from nodes.state import AttemptState, current_decomposition, with_update
+from prompts.facts import CriticFacts
 from prompts.templates import messages_for
 
 # result fields the critic is not shown: the artefacts, the per-seed detail, and the rate's label
@@ -42,7 +45,7 @@ from prompts.templates import messages_for
 HIDDEN_FROM_CRITIC = ("sources", "rl_config", "per_seed", "rate_source", "policy_path", "run_dir", "wall_time_s")
 
 
-def _best_by_kind(results: list[dict], subtask: str) -> dict[str, float]:
+def _best_by_kind(results: list[MeasuredResult], subtask: str) -> dict[str, float]:
     best: dict[str, float] = {}
     for r in results:
         if r.get("subtask") == subtask:
@@ -50,7 +53,7 @@ def _best_by_kind(results: list[dict], subtask: str) -> dict[str, float]:
     return best
 
 
-def _failed_result(judged: dict, why: str) -> dict:
+def _failed_result(judged: SubActionEntry, why: str) -> MeasuredResult:
     return {"kind": judged["kind"], "ok": False, "success_rate": 0.0, "episodes": 0, "steps": 0,
             "rate_source": "none", "errors": [why]}
 
@@ -117,12 +120,12 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
     # the best rates of the attempts before this one: the fast node may have recorded this round's result
     # already (it reads test reports to repair code), and a training judged against itself never improves
     earlier = _best_by_kind([r for r in current.get("results", []) if r != result], subtask)
-    last = state.get("last_attempt") or {}
+    last: Mapping[str, Any] = state.get("last_attempt") or {}
     max_inner, max_outer = settings.max_inner_iters, settings.max_outer_iters
     inner, outer = int(state.get("inner_iter", 0)), int(state.get("outer_iter", 0))
     count = judged_count(result)  # (successes, runs judged): fewer runs than seeds when some died before the action
     judged_runs = count[1] if count and count[1] else settings.code_test_episodes
-    context: dict[str, Any] = {
+    context: CriticFacts = {
         "subtask": subtask, "sub_action": {"name": judged["name"], "kind": judged["kind"]},
         "result": {k: v for k, v in result.items() if k not in HIDDEN_FROM_CRITIC},
         "code": last.get("code") if judged["kind"] == "code" else None,
@@ -144,12 +147,12 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
         critique = Critique(sub_action=judged["name"], success_rate=min(max(rate, 0.0), 1.0),
                             verdict="pass" if meets_target(result, settings.target_success) else "fail",
                             feedback=f"(no valid critique from the model: {exc.last_error[:300]})")
-    c = critique.model_dump()
+    c = cast(CritiqueEntry, critique.model_dump())
     if c["verdict"] == "pass" and judged_rate(result) < settings.skill_threshold:
         # a skill that mostly fails would be built on by every later subtask: the numbers overrule the model
-        c.update(verdict="revise", move_to=None, feedback=(
+        c.update({"verdict": "revise", "move_to": None, "feedback": (
             f"[graph] 'pass' refused: the measured rate {judged_rate(result):.0%} is below the skill threshold "
-            f"{settings.skill_threshold:.0%}. {c['feedback']}")[:600])
+            f"{settings.skill_threshold:.0%}. {c['feedback']}")[:600]})
     update.update({
         "critiques": [{**c, "subtask": subtask, "kind": judged["kind"], "outer_iter": outer, "inner_iter": inner}],
         "events": [measure_event(result, c["verdict"])]})
@@ -158,7 +161,7 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
                                  "from": judged["kind"], "to": c["move_to"], "success_rate": result["success_rate"],
                                  "episodes": result.get("episodes"), "feedback": c["feedback"]})
 
-    def finish(attempt: dict, target: str, **extra: Any) -> Command:
+    def finish(attempt: MeasuredResult, target: str, **extra: Any) -> Command:
         more = extra.pop("more_events", [])
         record = skill_from_attempt(subtask, attempt, settings.skill_threshold)
         note = save_skill(settings, record) if target == "subtask" else None
@@ -191,7 +194,7 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
     chosen = best[subtask]
     if judged_rate(chosen) >= settings.skill_threshold:
         return finish(chosen, "subtask")
-    failed = {"subtask": subtask, "best_rate": chosen["success_rate"], "feedback": c["feedback"]}
+    failed: FailedEntry = {"subtask": subtask, "best_rate": chosen["success_rate"], "feedback": c["feedback"]}
     return exit_to("planner", {
         **update, "failed": failed, "decomposition": None, "feedback": None, "forced_rl": None,
         "previous_attempt": None, "inner_iter": 0,

@@ -20,7 +20,7 @@ video can be made later by replaying their actions on a fresh env, without runni
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langgraph.runtime import Runtime
@@ -111,7 +111,7 @@ class _ChainStep:
         (self.code if self.kind == "code" else self.policy).close()
 
 
-def _load_chain(plan: list[dict], skills: Mapping[str, SkillLike], seed: int,
+def _load_chain(plan: Sequence[Mapping[str, Any]], skills: Mapping[str, SkillLike], seed: int,
                 score: bool = False) -> list[_ChainStep]:
     """The skills in plan order; each coded one sees every definition the skills up to it made, by the
     pool rule its code tests used (nodes.skills.pool.pool_of: a later definition replaces an earlier one).
@@ -169,8 +169,8 @@ def _score_fields(unlocked: list[list[str]], seed: int) -> dict:
             "achievement_rates": rates, "achievements": unlocked}
 
 
-def evaluate_chain(task: str, plan: list[dict], skills: Mapping[str, SkillLike], episodes: int, seed: int,
-                   record: bool = True, max_steps: int | None = None) -> dict:
+def evaluate_chain(task: str, plan: Sequence[Mapping[str, Any]], skills: Mapping[str, SkillLike], episodes: int,
+                   seed: int, record: bool = True, max_steps: int | None = None) -> dict:
     """Success of the chained skills on `episodes` held-out worlds (for a score task, its Crafter score).
 
     With `record`, the result's `replays` holds two of these episodes as `EpisodeRecord.to_json()` dumps:
@@ -182,7 +182,7 @@ def evaluate_chain(task: str, plan: list[dict], skills: Mapping[str, SkillLike],
     score = TASKS[task].is_score
     missing = [s["name"] for s in plan if s["name"] not in skills]
     if score:  # every skill the run has, in plan order; the missing ones just unlock nothing
-        playable = [s for s in plan if s["name"] in skills]
+        playable: Sequence[Mapping[str, Any]] = [s for s in plan if s["name"] in skills]
     else:
         # the skills the run has are played in plan order up to the first gap (graph.evaluation does the
         # same); a task that needs the missing ones then fails

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from langchain_core.messages import AIMessage, RemoveMessage, ToolMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
@@ -48,6 +48,15 @@ from nodes.attempt.rounds import (
     written_for,
 )
 from nodes.context import RunContext, context_of
+from nodes.entries import (
+    CodeVersion,
+    DecompositionEntry,
+    Kind,
+    PreviousAttempt,
+    SubActionEntry,
+    coded,
+    learned,
+)
 from nodes.exits import exit_to
 from nodes.limits import MIN_TRAIN_STEPS, budget_left, fit_calls_to_budget, limit_reached, train_steps_within
 from nodes.models.base import ModelOutputError
@@ -66,6 +75,7 @@ from nodes.skills.pool import (
 )
 from nodes.skills.records import prerequisite_achievements, prior_sources, solved_pool
 from nodes.state import AttemptState, current_decomposition, log_lengths, with_update
+from prompts.facts import FastFacts, RLFacts
 from prompts.fewshot import examples_for
 from prompts.templates import messages_for
 from sandbox.lint import MAX_SOURCE_CHARS
@@ -109,7 +119,7 @@ class SubtaskCode:
     """The coded actions the current sub-action may use: every skill solved so far (nodes.skills.pool.pool_of),
     then this decomposition's code; the earlier skills it depends on are the prefix a code test replays."""
 
-    def __init__(self, state: dict, settings: RunSettings):
+    def __init__(self, state: Mapping[str, Any], settings: RunSettings):
         self.subtask = state["plan"][state["subtask_index"]]["name"]
         self.prior = prior_sources(state)
         self.pool = solved_pool(state)
@@ -119,8 +129,8 @@ class SubtaskCode:
         # the coded actions of the skills solved before: a sub-action of one of these names reuses it
         self.skill_entries = {record.get("entry") for sub in state["plan"][:index]
                               if (record := (state.get("skills") or {}).get(sub["name"])) and record.get("entry")}
-        for sub in state["decomposition"]["sub_actions"]:
-            if sub["kind"] == "code" and sub["name"] in self.versions:
+        for sub in coded(state["decomposition"]["sub_actions"]):
+            if sub["name"] in self.versions:
                 self.pool.add(self.versions[sub["name"]], subtask=self.subtask, kind="code", this_subtask=True)
         for name in self.hinted(state["decomposition"]):
             # code written for this subtask before the critic moved it to rl: kept as a coded action of the head
@@ -130,7 +140,7 @@ class SubtaskCode:
         self.prefix = [p["main"] for p in self.prior if p.get("main") in self.pool]
         self.max_steps = test_max_steps(settings, self.subtask)
 
-    def replanned(self, sub_action: dict) -> bool:
+    def replanned(self, sub_action: SubActionEntry) -> bool:
         """Whether this subtask's code of `sub_action` was written for a plan the slow agent has changed since."""
         plan = self.plans.get(sub_action["name"])
         return plan is not None and plan != plan_of(sub_action)
@@ -145,15 +155,15 @@ class SubtaskCode:
         return f"reach_{self.subtask}" if self.prefix else None
 
     @staticmethod
-    def hinted(decomposition: dict) -> list[str]:
+    def hinted(decomposition: DecompositionEntry) -> list[str]:
         """The coded actions the slow agent named for the learned sub-actions' heads."""
-        return [n for a in decomposition["sub_actions"] if a["kind"] == "rl" for n in a.get("coded_actions") or []]
+        return [n for a in learned(decomposition["sub_actions"]) for n in a.get("coded_actions") or []]
 
-    def head_names(self, decomposition: dict) -> list[str]:
+    def head_names(self, decomposition: DecompositionEntry) -> list[str]:
         """Names a learned sub-action may put in its action head."""
-        coded = [a["name"] for a in decomposition["sub_actions"] if a["kind"] == "code" and a["name"] in self.pool]
-        coded += [n for n in self.hinted(decomposition) if n in self.pool and n not in coded]
-        names = coded + [n for n in self.prefix if n in self.pool and n not in coded]
+        own = [a["name"] for a in coded(decomposition["sub_actions"]) if a["name"] in self.pool]
+        own += [n for n in self.hinted(decomposition) if n in self.pool and n not in own]
+        names = own + [n for n in self.prefix if n in self.pool and n not in own]
         names += [n for n in HEAD_BUILTINS if n in self.pool and n not in names]
         reach = self.reach_name()
         return names + ([reach] if reach else [])
@@ -167,13 +177,13 @@ class SubtaskCode:
         return sources
 
 
-def pending_code(decomposition: dict, lib: SubtaskCode) -> list[dict]:
+def pending_code(decomposition: DecompositionEntry, lib: SubtaskCode) -> list[SubActionEntry]:
     """Coded sub-actions with no code for the current plan yet: none written for this subtask, unless the
     name is an earlier skill's coded action (reused as it is), or written in an earlier outer iteration for a
     plan the slow agent has changed since. A sub-action named after a built-in or after a helper of an earlier
     skill is written, and replaces that function (the slow agent's prompt says so)."""
-    return [a for a in decomposition["sub_actions"] if a["kind"] == "code"
-            and (lib.replanned(a) if a["name"] in lib.versions else a["name"] not in lib.skill_entries)]
+    return [a for a in coded(decomposition["sub_actions"])
+            if (lib.replanned(a) if a["name"] in lib.versions else a["name"] not in lib.skill_entries)]
 
 
 def _call(name: str, args: dict) -> dict:
@@ -197,14 +207,14 @@ def report_text(state: Mapping[str, Any]) -> str:
     return relocate_lines(text, program, own) if program else text
 
 
-def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCode, mode: str, sub_action: dict,
-                 round_: list[ToolMessage]) -> dict[str, Any]:
+def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCode, mode: Kind,
+                 sub_action: SubActionEntry, round_: list[ToolMessage]) -> FastFacts:
     """The facts of this call: what the prompt shows and what the rule-based expert reasons on."""
     subtask = lib.subtask
-    decomposition = state["decomposition"]
+    decomposition: DecompositionEntry = state["decomposition"]
     left = budget_left(state)
     n_seeds = settings.code_test_episodes
-    context: dict[str, Any] = {
+    context: FastFacts = {
         "subtask": subtask, "task_description": TASKS[subtask].description, "mode": mode,
         "sub_action": sub_action, "decomposition": decomposition,
         "library": listing(lib.pool, lib.reach_name(), lib.prefix),
@@ -235,8 +245,7 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCo
                   f"{t['report']}" for t in state.get("code_tested") or []]
         if tested:
             context["rl"]["coded_actions_tested_before_training"] = "\n".join(tested)
-        left_out = [a["name"] for a in decomposition["sub_actions"]
-                    if a["kind"] == "code" and a["name"] not in lib.pool]
+        left_out = [a["name"] for a in coded(decomposition["sub_actions"]) if a["name"] not in lib.pool]
         offered = set(context["rl"]["coded_actions"])
         unknown = [n for n in dict.fromkeys(lib.hinted(decomposition)) if n not in offered and n not in left_out]
         reasons = []  # said, not silent: the head is built without them
@@ -270,7 +279,8 @@ def fallback_training(state: Mapping[str, Any], subtask: str) -> bool:
     return state.get("forced_rl") == subtask and subtask == state.get("task")
 
 
-def _previous_attempt(state: Mapping[str, Any], mode: str, sub_action: dict, lib: SubtaskCode) -> dict | None:
+def _previous_attempt(state: Mapping[str, Any], mode: str, sub_action: SubActionEntry,
+                      lib: SubtaskCode) -> PreviousAttempt | None:
     """The code the critic sent back to the slow agent and its report, while this attempt has none of its
     own yet: the next outer iteration starts from it, not from nothing. For a sub-action the slow agent
     planned differently since its code was written, that code (`replanned`: the prompt says why it is asked
@@ -279,7 +289,7 @@ def _previous_attempt(state: Mapping[str, Any], mode: str, sub_action: dict, lib
     if mode != "code" or state.get("last_attempt"):
         return None
     if previous.get("sub_action") == sub_action.get("name"):
-        return previous
+        return cast(PreviousAttempt, previous)
     if lib.replanned(sub_action) and sub_action["name"] in lib.versions:
         outer = max((int(v.get("outer_iter") or 0) for v in state.get("code_versions", [])
                      if v["subtask"] == lib.subtask and v["sub_action"] == sub_action["name"]), default=0)
@@ -297,9 +307,9 @@ def fast(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal["
     round_ = last_tool_round(messages) if round_id(messages) else []  # measured already (nodes.measure)
     current = with_update(state, update)
     decomposition = current_decomposition(state)
-    learned = [a for a in decomposition["sub_actions"] if a["kind"] == "rl"]
+    policies = learned(decomposition["sub_actions"])
 
-    stop = limit_reached(current, settings, model, need_steps=MIN_TRAIN_STEPS if learned else 1)
+    stop = limit_reached(current, settings, model, need_steps=MIN_TRAIN_STEPS if policies else 1)
     if stop:
         return exit_to("executor", {**update, "stop_reason": stop,
                                     "events": [*update.get("events", []), {"type": "stop", "reason": stop}]})
@@ -310,10 +320,11 @@ def fast(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal["
     lib = SubtaskCode(current, settings)
     skipped = set(state.get("skipped_code") or [])
     pending = [a for a in pending_code(decomposition, lib) if a["name"] not in skipped]
+    mode: Kind
     if pending:
         mode, target = "code", pending[0]
-    elif learned:
-        mode, target = "rl", learned[-1]
+    elif policies:
+        mode, target = "rl", policies[-1]
     else:
         mode, target = "code", judged_sub_action(decomposition)
     context = fast_context(current, settings, lib, mode, target, round_)
@@ -328,7 +339,7 @@ def fast(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal["
     try:
         answer: AIMessage = model.tool_call("fast", messages_for("fast", context), tools, context)
     except ModelOutputError as exc:
-        if learned and mode == "code":  # a building block of the policy's action head: it trains without it
+        if policies and mode == "code":  # a building block of the policy's action head: it trains without it
             return Command(goto="fast", update={**update, "skipped_code": [*sorted(skipped), target["name"]]})
         return to_critic(update, f"no usable answer: {exc.last_error}"[:1500])
     calls = list(answer.tool_calls or [])
@@ -368,8 +379,8 @@ def validated_args(call: Mapping[str, Any], schema: Any) -> tuple[dict | None, s
         return None, str(exc).splitlines()[0]
 
 
-def configure_rl_calls(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCode, target: dict,
-                       rl: Mapping[str, Any], args: Mapping[str, Any]) -> tuple[dict, list[dict]]:
+def configure_rl_calls(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCode, target: SubActionEntry,
+                       rl: RLFacts, args: Mapping[str, Any]) -> tuple[dict, list[dict]]:
     """A ConfigureRL answer as (the state update, the configure_rl tool call): the graph's facts (task, the head's
     sources, PPO defaults) around the model's choices, its total_steps held within the budget."""
     subtask = lib.subtask
@@ -410,25 +421,25 @@ def _dispatch(state: Mapping[str, Any], update: dict, calls: list[Any], answer: 
                                          "events": [*update.get("events", []), *(events if notes else [])]})
 
 
-def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, lib: SubtaskCode, target: dict,
-                args: dict, pending: list[dict], answer: AIMessage) -> Command:
+def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, lib: SubtaskCode,
+                target: SubActionEntry, args: dict, pending: list[SubActionEntry], answer: AIMessage) -> Command:
     subtask = lib.subtask
     code = str(args["code"])
     max_steps = int(args.get("max_steps") or lib.max_steps)
     last = state.get("last_attempt") or {}
     n = sum(1 for v in state.get("code_versions", []) if v["subtask"] == subtask) + 1
-    version = [{"subtask": subtask, "sub_action": target["name"], "version": n, "source": code,
+    version: list[CodeVersion] = [{"subtask": subtask, "sub_action": target["name"], "version": n, "source": code,
                 "plan": plan_of(target), "outer_iter": int(state.get("outer_iter", 0))}]
-    learned = any(a["kind"] == "rl" for a in state["decomposition"]["sub_actions"])
-    is_last_code = not learned and len(pending) <= 1
+    trains = bool(learned(state["decomposition"]["sub_actions"]))
+    is_last_code = not trains and len(pending) <= 1
     defined = target["name"] in function_names(code)
     if not is_last_code:  # a building block: loaded in the sandbox, tested through the action that uses it
         if defined and _load_problem(lib.with_code(code)) is None:
-            if not learned:
+            if not trains:
                 return Command(goto="fast", update={**update, "code_versions": version, "last_attempt": None})
             # an entry of a policy's action head: tested on its own before the training, so that the
             # training does not learn around a broken action unseen (below, as the last code would be)
-        elif learned and target["name"] in {t.get("sub_action") for t in state.get("code_tested") or []}:
+        elif trains and target["name"] in {t.get("sub_action") for t in state.get("code_tested") or []}:
             # tested once already and still broken: the policy trains without this action (its prompt says so)
             return Command(goto="fast", update={**update, "skipped_code": [*skipped_of(state), target["name"]]})
         else:

@@ -26,6 +26,7 @@ from langgraph.types import Command
 from nodes.attempt.results import CODE_TOOL, TRAIN_TOOL, last_tool_round, meets_target
 from nodes.attempt.rounds import measure_event, record_round
 from nodes.context import RunContext, context_of
+from nodes.entries import learned
 from nodes.fast import TESTED_REPORT_CHARS, SubtaskCode, report_text
 from nodes.settings import RunSettings
 from nodes.state import AttemptState, current_decomposition, with_update
@@ -35,12 +36,12 @@ def measure(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Litera
     settings = context_of(runtime).settings
     update, _ = record_round(state)
     round_ = last_tool_round(list(state.get("messages") or []))
-    learned = any(a["kind"] == "rl" for a in current_decomposition(state)["sub_actions"])
+    trains = bool(learned(current_decomposition(state)["sub_actions"]))
     if any(m.name == TRAIN_TOOL for m in round_):
         return Command(goto="critic", update=update)
     if not any(m.name == CODE_TOOL for m in round_):
         return Command(goto="fast", update=update)
-    if learned:  # a building block of the policy's head, tested before the training
+    if trains:  # a building block of the policy's head, tested before the training
         _file_head_test(state, update, settings)
         return Command(goto="fast", update=update)
     current = with_update(state, update)

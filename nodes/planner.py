@@ -22,18 +22,20 @@ from langgraph.types import Command
 from envs.tasks import TASKS
 from nodes.attempt.outcome import skill_from_best
 from nodes.context import RunContext, context_of
+from nodes.entries import SubtaskEntry
 from nodes.limits import MIN_TRAIN_STEPS, budget_left, limit_reached
 from nodes.models.base import ModelOutputError
 from nodes.recipes import all_recipe_facts, prerequisites
 from nodes.schemas import Plan
 from nodes.state import RLGPTState, start_update, with_update
+from prompts.facts import PlannerFacts
 from prompts.templates import messages_for
 
 
-def planner_context(state: Mapping[str, Any]) -> dict[str, Any]:
+def planner_context(state: Mapping[str, Any]) -> PlannerFacts:
     """The task and the game's recipe facts (its manual); the planner derives the chain from them."""
     task = TASKS[state["task"]]
-    context = {"task": task.name, "task_description": task.description, "recipes": all_recipe_facts()}
+    context: PlannerFacts = {"task": task.name, "task_description": task.description, "recipes": all_recipe_facts()}
     failed = state.get("failed")
     if failed:
         context["failed"] = failed
@@ -71,7 +73,7 @@ def planner(state: RLGPTState, runtime: Runtime[RunContext]) -> Command[Literal[
         return fallback or _to({**update, "failed": None,
                                 "stop_reason": f"no valid plan from the model: {exc.last_error[:300]}",
                                 "events": [{"type": "stop", "reason": "no valid plan"}]}, "executor")
-    subtasks = [s.model_dump() for s in plan.subtasks]
+    subtasks = cast(list[SubtaskEntry], [s.model_dump() for s in plan.subtasks])
     if not subtasks:  # a plan that gives up while the budget lasts: the task itself, learned
         fallback = _learn_the_task(state, update, f"the plan is empty: {plan.reason}")
         if fallback is not None:
@@ -111,7 +113,7 @@ def _learn_the_task(state: Mapping[str, Any], update: dict, why: str) -> Command
     if budget_left({**state, **update}) < MIN_TRAIN_STEPS:
         return None
     kept = state["plan"][:state["subtask_index"]] if state.get("failed") else []
-    subtask = {"name": task.name, "goal": task.description[:200],
+    subtask: SubtaskEntry = {"name": task.name, "goal": task.description[:200],
                "success_condition": f"achievement '{task.achievement or task.name}' unlocked"}
     event = {"type": "fallback_plan", "subtasks": [task.name], "reason": why[:300],
              "note": "the task itself, learned with RL over the coded actions"}

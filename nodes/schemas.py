@@ -22,10 +22,7 @@ from pydantic import (
 )
 
 from envs.tasks import ACHIEVEMENTS, get_task
-
-Kind = Literal["code", "rl"]
-Verdict = Literal["pass", "revise", "move", "fail"]
-TemplateKind = Literal["collect", "place", "make", "explore", "custom"]
+from prompts.facts import Kind, TemplateKind, Verdict  # one definition: the state's entries and the prompts use them
 
 NAME_RE = r"^[a-z][a-z0-9_]{0,47}$"
 MAX_SUB_ACTIONS = 8

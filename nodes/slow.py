@@ -4,23 +4,25 @@ revises the decomposition in the outer loop when the critic asks for it (move co
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from envs.tasks import TASKS
 from nodes.context import RunContext, context_of
+from nodes.entries import DecompositionEntry, FailedEntry, coded, learned
 from nodes.limits import limit_reached
 from nodes.models.base import ModelOutputError
 from nodes.recipes import recipe_facts, template_for
 from nodes.schemas import MAX_SUB_ACTIONS, Decomposition, SubAction
 from nodes.settings import RunSettings
 from nodes.state import RLGPTState
+from prompts.facts import SlowFacts
 from prompts.templates import messages_for
 
 
-def slow_context(state: Mapping[str, Any], settings: RunSettings) -> dict[str, Any]:
+def slow_context(state: Mapping[str, Any], settings: RunSettings) -> SlowFacts:
     subtask = state["plan"][state["subtask_index"]]
     feedback = state.get("feedback")
     best = (state.get("best") or {}).get(subtask["name"])
@@ -36,23 +38,24 @@ def slow_context(state: Mapping[str, Any], settings: RunSettings) -> dict[str, A
     }
 
 
-def enforce_move(decomposition: dict, forced: str | None) -> tuple[dict, bool]:
+def enforce_move(decomposition: DecompositionEntry, forced: str | None) -> tuple[DecompositionEntry, bool]:
     """The decomposition with a learned sub-action when the graph chose to learn `forced` (the planner's
     fallback for a plan that gave up): the model's answer stands if it already learns something, else a
     policy is appended whose action head holds every coded sub-action (their code is kept). Returns (it,
     changed)."""
     subs = decomposition["sub_actions"]
-    if not forced or any(a["kind"] == "rl" for a in subs):
+    if not forced or learned(subs):
         return decomposition, False
     subs = subs[:MAX_SUB_ACTIONS - 1]  # room for the policy within the schema's limit
     names = {a["name"] for a in subs}
     name = f"{decomposition['subtask']}_policy"[:40]
     while name in names:  # never the name of a coded sub-action
         name = f"{name}_rl"[:48]
-    coded = [a["name"] for a in subs if a["kind"] == "code"]
+    coded_names = [a["name"] for a in coded(subs)]
     why = f"[graph] the code of '{forced}' ran out of revisions: learn when to call it"
-    policy = SubAction(name=name, kind="rl", coded_actions=coded[:12], reason=why).model_dump()
-    return Decomposition.model_validate({**decomposition, "sub_actions": [*subs, policy]}).model_dump(), True
+    policy = SubAction(name=name, kind="rl", coded_actions=coded_names[:12], reason=why).model_dump()
+    return cast(DecompositionEntry, Decomposition.model_validate(
+        {**decomposition, "sub_actions": [*subs, policy]}).model_dump()), True
 
 
 def _fail(state: RLGPTState, name: str, exc: ModelOutputError) -> Command:
@@ -61,14 +64,15 @@ def _fail(state: RLGPTState, name: str, exc: ModelOutputError) -> Command:
     if state.get("forced_rl") == name:
         policy = SubAction(name=f"{name}_policy"[:40], kind="rl", coded_actions=["explore"],
                            reason="[graph] no valid decomposition from the model: the subtask is learned")
-        decomposition = Decomposition.model_validate({"subtask": name, "sub_actions": [policy.model_dump()],
-                                                      "reason": f"[graph] {exc.last_error[:200]}"}).model_dump()
+        decomposition = cast(DecompositionEntry, Decomposition.model_validate(
+            {"subtask": name, "sub_actions": [policy.model_dump()],
+             "reason": f"[graph] {exc.last_error[:200]}"}).model_dump())
         decomposition["subtask"] = name
         return Command(goto="attempt", update={
             "decomposition": decomposition, "inner_iter": 0, "route": "attempt",
             "events": [{"type": "decompose", "subtask": name, "outer_iter": state.get("outer_iter", 0),
                         "sub_actions": [f"{policy.name}:rl"], "reason": decomposition["reason"], "forced_rl": True}]})
-    failed = {"subtask": name, "best_rate": float(((state.get("best") or {}).get(name) or {}).get(
+    failed: FailedEntry = {"subtask": name, "best_rate": float(((state.get("best") or {}).get(name) or {}).get(
         "success_rate", 0.0)), "feedback": f"no valid decomposition: {exc.last_error[:300]}"}
     return Command(goto="planner", update={"failed": failed, "route": "planner",
                                             "events": [{"type": "subtask_failed", **failed}]})
@@ -92,7 +96,7 @@ def slow(state: RLGPTState, runtime: Runtime[RunContext]) -> Command[Literal["at
             answer = Decomposition.model_validate({**previous, "reason": "(kept: no valid answer from the model)"})
         except ValueError:  # a decomposition the graph extended past the schema: nothing sound to keep
             return _fail(state, name, exc)
-    decomposition = answer.model_dump()
+    decomposition = cast(DecompositionEntry, answer.model_dump())
     decomposition["subtask"] = name  # the subtask is the node's fact, not the model's choice
     decomposition, forced = enforce_move(decomposition, state.get("forced_rl"))
     return Command(goto="attempt", update={

@@ -7,14 +7,14 @@ attempt, its own tool-calling conversation above all, which never reaches the ou
 Everything is plain data (dicts, lists, numbers, strings and LangChain messages) so that the SQLite
 checkpointer can store it after every node and a killed run can resume. Logs that grow over the
 run (code versions, RL configs, results, critiques, events) use an append reducer: a node returns
-only its new entries.
+only its new entries. The entries' shapes are TypedDicts (nodes.entries), plain dicts at runtime.
 """
 
 from __future__ import annotations
 
 import operator
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
@@ -22,6 +22,21 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from typing_extensions import TypedDict  # pydantic (LangGraph's schema endpoints) needs it before Python 3.12
 
 from envs.tasks import get_task
+from nodes.entries import (
+    CodeVersion,
+    CritiqueEntry,
+    CritiqueLog,
+    DecompositionEntry,
+    Event,
+    FailedEntry,
+    HeadTest,
+    LastAttempt,
+    MeasuredResult,
+    PreviousAttempt,
+    RLConfigEntry,
+    SkillRecord,
+    SubtaskEntry,
+)
 from nodes.settings import RunSettings
 
 
@@ -29,29 +44,29 @@ class RLGPTState(TypedDict, total=False):
     # -- the task and the plan --
     task: str                                # Crafter task name (resolved from the user's words)
     task_text: str                           # what the user typed
-    plan: list[dict]                         # nodes.schemas.Subtask dumps, tech-tree order
+    plan: list[SubtaskEntry]                 # nodes.schemas.Subtask dumps, tech-tree order
     plan_reason: str
     subtask_index: int                       # index into plan of the subtask being solved
     replans: int                             # how many times the planner re-planned after a failure
-    failed: dict | None                      # {subtask, best_rate, feedback} while a re-plan is pending
+    failed: FailedEntry | None               # {subtask, best_rate, feedback} while a re-plan is pending
     route: str                               # where the last deciding node sent the run (for logs)
     plugin_next: str | None                  # where the run goes after the plugin nodes (graph.builder)
 
     # -- the current subtask's decomposition (slow agent) --
-    decomposition: dict | None               # nodes.schemas.Decomposition dump
-    feedback: dict | None                    # the last Critique dump for the current sub-action
+    decomposition: DecompositionEntry | None  # nodes.schemas.Decomposition dump
+    feedback: CritiqueEntry | None           # the last Critique dump for the current sub-action
     forced_rl: str | None                    # sub-action the graph moved to RL when its code revisions ran out
-    previous_attempt: dict | None            # the code the critic sent back (revise/move) and its report,
+    previous_attempt: PreviousAttempt | None  # the code the critic sent back (revise/move) and its report,
                                              # shown to the fast agent of the next outer iteration
-    best: dict                               # subtask name -> best measured attempt (result dump)
+    best: dict[str, MeasuredResult]          # subtask name -> best measured attempt (result dump)
     attempt: int                             # attempts of the current subtask (all kinds)
 
     # -- logs (append-only) --
-    code_versions: Annotated[list[dict], operator.add]   # {subtask, sub_action, version, source}
-    rl_configs: Annotated[list[dict], operator.add]      # {subtask, sub_action, version, config}
-    results: Annotated[list[dict], operator.add]         # measured attempts (see nodes.attempt.results)
-    critiques: Annotated[list[dict], operator.add]       # Critique dumps with subtask + iteration
-    events: Annotated[list[dict], operator.add]          # decisions: moves, passes, replans, stops
+    code_versions: Annotated[list[CodeVersion], operator.add]  # {subtask, sub_action, version, source, ...}
+    rl_configs: Annotated[list[RLConfigEntry], operator.add]   # {subtask, sub_action, version, config, ...}
+    results: Annotated[list[MeasuredResult], operator.add]     # measured attempts (see nodes.attempt.results)
+    critiques: Annotated[list[CritiqueLog], operator.add]      # Critique dumps with subtask + iteration
+    events: Annotated[list[Event], operator.add]               # decisions: moves, passes, replans, stops
 
     # -- loop counters and limits --
     inner_iter: int                          # fast-agent revisions of the current decomposition
@@ -65,7 +80,7 @@ class RLGPTState(TypedDict, total=False):
     stop_reason: str | None                  # why the loops stopped early, None when they finished
 
     # -- skills and outcome --
-    skills: dict[str, dict]                  # subtask name -> nodes.skills.library.Skill dump (Skill.to_state)
+    skills: dict[str, SkillRecord]           # subtask name -> nodes.skills.library.Skill dump (Skill.to_state)
     evaluation: dict | None                  # executor's held-out result
     usage: dict[str, Any]                    # per-role model calls and tokens
     report: dict | None                      # the final report (also written to out_dir)
@@ -78,14 +93,14 @@ class AttemptState(RLGPTState, total=False):
     """The attempt subgraph's state: the outer state plus what lives only while one attempt runs."""
 
     messages: Annotated[list[AnyMessage], add_messages]  # the fast agent's tool calls and the tool results
-    last_attempt: dict | None                # the fast agent's last measured code and its report
+    last_attempt: LastAttempt | None         # the fast agent's last measured code and its report
     fast_error: str | None                   # why the fast agent's answer could not be used
     log_marks: dict[str, int]                # lengths of the outer logs when the attempt began
     counted_round: str | None                # the tool round already counted and logged (nodes.attempt.rounds)
-    last_result: dict | None                 # that round's measured result
+    last_result: MeasuredResult | None       # that round's measured result
     exit_to: str | None                      # the outer node the attempt leaves for (nodes.exits)
     skipped_code: list[str]                  # coded sub-actions a policy trains without (never written)
-    code_tested: list[dict]                  # head entries tested before the training: {sub_action, report, ...}
+    code_tested: list[HeadTest]              # head entries tested before the training: {sub_action, report, ...}
 
 
 def with_update(state: Mapping[str, Any], update: dict) -> dict:
@@ -103,12 +118,12 @@ def log_lengths(state: Mapping[str, Any]) -> dict[str, int]:
     return {key: len(state.get(key) or []) for key in LOG_KEYS}
 
 
-def current_decomposition(state: Mapping[str, Any]) -> dict:
+def current_decomposition(state: Mapping[str, Any]) -> DecompositionEntry:
     """The decomposition an attempt works on; the slow agent always writes one before an attempt starts."""
     decomposition = state.get("decomposition")
     if not isinstance(decomposition, dict):
         raise ValueError("an attempt started without a decomposition: the slow agent runs before the attempt")
-    return decomposition
+    return cast(DecompositionEntry, decomposition)
 
 
 def initial_state(task: str, task_text: str, budget_steps: int) -> RLGPTState:

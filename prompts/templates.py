@@ -5,19 +5,21 @@ Each node builds a `context` dict of facts (the rule-based expert reasons on it 
 generated references (rule sheet, GameAPI reference); the facts are rendered here, compactly, because
 the fast agent's whole prompt must fit a small model's window (8k tokens, the answer included). Keys
 a role does not render are ignored and optional keys may be absent; long texts (test reports, code)
-are clipped to a fixed share of the window. The keys each role renders are listed on its renderer.
+are clipped to a fixed share of the window. The keys each role gets are typed in prompts.facts
+(PlannerFacts, SlowFacts, FastFacts, CriticFacts), shared by the node that builds them and the expert.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal, overload
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from envs.tasks import TASKS
 from prompts.api_reference import api_reference, api_summary
+from prompts.facts import CriticFacts, FastFacts, PlannerFacts, SlowFacts
 from prompts.fewshot import BUILTIN_ACTIONS
 from prompts.loader import render
 from prompts.rules import achievements, game_facts, recipes, rule_sheet
@@ -125,7 +127,7 @@ def _decomposition(d: Mapping[str, Any] | None, current: str | None = None) -> s
 
 # -- planner ----------------------------------------------------------------------------------------
 
-def _render_planner(c: Mapping[str, Any]) -> str:
+def _render_planner(c: PlannerFacts) -> str:
     """Keys: task, task_description, recipes, failed, remaining; a score task (crafter_score) also gets
     prompts/planner_score.md. The tech-tree chain (`prerequisites`)
     is never rendered: the planner works it out from the recipes. Recipes are listed by name, so their
@@ -146,13 +148,13 @@ def _render_planner(c: Mapping[str, Any]) -> str:
     ]) + "Answer with the Plan."
 
 
-def _planner_system(c: Mapping[str, Any]) -> str:
+def _planner_system(c: PlannerFacts) -> str:
     return render("planner", achievements=achievements(), rule_sheet=rule_sheet())
 
 
 # -- slow -------------------------------------------------------------------------------------------
 
-def _render_slow(c: Mapping[str, Any]) -> str:
+def _render_slow(c: SlowFacts) -> str:
     """Keys: subtask, task_description, recipe, template, prior_skills, previous, critique, best,
     forced_rl, outer_iter, max_outer_iters."""
     _require("slow", c, "subtask")
@@ -176,7 +178,7 @@ def _render_slow(c: Mapping[str, Any]) -> str:
     ]) + "Answer with the Decomposition."
 
 
-def _slow_system(c: Mapping[str, Any]) -> str:
+def _slow_system(c: SlowFacts) -> str:
     return render("slow", recipes=recipes(), game_facts=game_facts(), api_summary=api_summary())
 
 
@@ -244,14 +246,14 @@ def _limits(limits: Mapping[str, Any] | None, mode: str) -> str:
     return "\n".join(lines)
 
 
-def _mode(c: Mapping[str, Any]) -> str:
+def _mode(c: FastFacts) -> str:
     mode = c.get("mode") or (c.get("sub_action") or {}).get("kind")
     if mode not in ("code", "rl"):
         raise ContextError(f"the fast prompt's mode must be 'code' or 'rl', got {mode!r}")
     return str(mode)
 
 
-def _render_fast(c: Mapping[str, Any]) -> str:
+def _render_fast(c: FastFacts) -> str:
     """Keys: subtask, task_description, mode, sub_action, decomposition, library, examples (code mode),
     last_attempt (or previous_attempt, the code the critic sent back), feedback, limits, rl / configured
     (configured_view: the same with coded actions by name) / configure_error (rl mode)."""
@@ -282,7 +284,7 @@ def _render_fast(c: Mapping[str, Any]) -> str:
     if mode == "code":
         parts.append(_section("Few-shot examples", _examples(c.get("examples") or {})))
     else:
-        rl = dict(c.get("rl") or {})
+        rl: dict[str, Any] = dict(c.get("rl") or {})
         bounds = _pairs({"default": rl.pop("train_steps", None), "min": rl.pop("min_train_steps", None),
                          "max": rl.pop("max_train_steps", None)})
         tested = rl.pop("coded_actions_tested_before_training", None)
@@ -307,7 +309,7 @@ def _render_fast(c: Mapping[str, Any]) -> str:
     return "".join(parts) + f"Answer with {answer} now."
 
 
-def _fast_system(c: Mapping[str, Any]) -> str:
+def _fast_system(c: FastFacts) -> str:
     if _mode(c) == "code":
         rules = render("fast_code", api_reference=api_reference())
     else:
@@ -317,7 +319,7 @@ def _fast_system(c: Mapping[str, Any]) -> str:
 
 # -- critic -----------------------------------------------------------------------------------------
 
-def _render_critic(c: Mapping[str, Any]) -> str:
+def _render_critic(c: CriticFacts) -> str:
     """Keys: subtask, sub_action, result, code, report, fast_error, target, pass_rule, meets_target,
     judged_count, best_by_kind, loops, budget_left, verdict_rules."""
     _require("critic", c, "subtask", "sub_action")
@@ -341,7 +343,7 @@ def _render_critic(c: Mapping[str, Any]) -> str:
     ]) + "Answer with the Critique."
 
 
-def _target_verdict(c: Mapping[str, Any]) -> str:
+def _target_verdict(c: CriticFacts) -> str:
     """Whether the attempt meets the target, with the count the pass rule judged for a code test."""
     verdict = "meets" if c["meets_target"] else "does not meet"
     count = c.get("judged_count")
@@ -354,11 +356,11 @@ def _target_verdict(c: Mapping[str, Any]) -> str:
     return text
 
 
-def _critic_system(c: Mapping[str, Any]) -> str:
+def _critic_system(c: CriticFacts) -> str:
     return render("critic", game_facts=game_facts())
 
 
-_RENDER: dict[str, tuple[Callable[[Mapping[str, Any]], str], Callable[[Mapping[str, Any]], str]]] = {
+_RENDER: dict[str, tuple[Callable[[Any], str], Callable[[Any], str]]] = {  # each role's on its facts (prompts.facts)
     "planner": (_planner_system, _render_planner),
     "slow": (_slow_system, _render_slow),
     "fast": (_fast_system, _render_fast),
@@ -366,6 +368,14 @@ _RENDER: dict[str, tuple[Callable[[Mapping[str, Any]], str], Callable[[Mapping[s
 }
 
 
+@overload
+def messages_for(role: Literal["planner"], context: PlannerFacts) -> list[BaseMessage]: ...
+@overload
+def messages_for(role: Literal["slow"], context: SlowFacts) -> list[BaseMessage]: ...
+@overload
+def messages_for(role: Literal["fast"], context: FastFacts) -> list[BaseMessage]: ...
+@overload
+def messages_for(role: Literal["critic"], context: CriticFacts) -> list[BaseMessage]: ...
 def messages_for(role: str, context: Mapping[str, Any]) -> list[BaseMessage]:
     """System prompt + the rendered facts for one role."""
     if role not in _RENDER:

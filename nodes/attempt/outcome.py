@@ -10,10 +10,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from nodes.attempt.results import judged_rate
+from nodes.entries import MeasuredResult, SkillRecord
 from nodes.skills.library import Skill
 
 
-def skill_from_attempt(subtask: str, attempt: dict, threshold: float) -> dict:
+def skill_from_attempt(subtask: str, attempt: MeasuredResult, threshold: float) -> SkillRecord:
     """The state's record of a measured attempt (a critic result) as the skill for `subtask`."""
     kind = attempt["kind"]
     skill = Skill(
@@ -27,6 +28,6 @@ def skill_from_attempt(subtask: str, attempt: dict, threshold: float) -> dict:
     return skill.to_state()
 
 
-def skill_from_best(state: Mapping[str, Any], subtask: str, threshold: float) -> dict | None:
+def skill_from_best(state: Mapping[str, Any], subtask: str, threshold: float) -> SkillRecord | None:
     best = (state.get("best") or {}).get(subtask)
     return None if best is None else skill_from_attempt(subtask, best, threshold)

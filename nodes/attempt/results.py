@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolCall, ToolMessage
 
+from nodes.entries import MeasuredResult
 from tools.trace import reached_action
 
 CODE_TOOL = "run_code_in_env"
@@ -72,7 +73,7 @@ def _outcome(report: dict) -> str:
 
 
 def summarise_code_runs(reports: list[dict], prerequisites: Sequence[str] = (),
-                        judged: Sequence[str] = ()) -> dict[str, Any]:
+                        judged: Sequence[str] = ()) -> MeasuredResult:
     """Success rate, steps and failure breakdown over several code test runs.
 
     `prerequisites` are the achievements the replayed prefix must unlock before the judged sub-action
@@ -126,7 +127,7 @@ def successes_needed(n: int, target: float) -> int:
     return n
 
 
-def judged_count(result: dict) -> tuple[int, int] | None:
+def judged_count(result: Mapping[str, Any]) -> tuple[int, int] | None:
     """(successes, episodes) behind a code test's judged rate (over the runs that reached the sub-action's
     start, when the test replayed a prefix); None for a training's rate (many episodes, no count kept)."""
     if result.get("kind") != "code" or not result.get("episodes"):
@@ -136,7 +137,7 @@ def judged_count(result: dict) -> tuple[int, int] | None:
     return int(result.get("successes") or 0), int(result["episodes"])
 
 
-def meets_target(result: dict, target: float) -> bool:
+def meets_target(result: Mapping[str, Any], target: float) -> bool:
     """Whether a measured attempt meets the target rate: a code test by its count (`successes_needed`),
     a training by its rate."""
     count = judged_count(result)
@@ -161,7 +162,7 @@ def training_pass_rule_text(target: float) -> str:
             "the code's success_rate, which also counts from a fresh world")
 
 
-def judged_rate(result: dict) -> float:
+def judged_rate(result: Mapping[str, Any]) -> float:
     """The rate that judges an attempt's own code or policy: for code tests that replay a prefix, the
     success over the runs that reached the sub-action's start (when any did), else the plain rate.
     Code and RL are compared on the plain `success_rate`, which both measure from a fresh world."""
@@ -169,7 +170,7 @@ def judged_rate(result: dict) -> float:
     return float(result.get("success_rate") or 0.0) if given is None else float(given)
 
 
-def rate_text(result: dict) -> str:
+def rate_text(result: Mapping[str, Any]) -> str:
     """A measured rate for logs: '38%', or '38% (3 of 8 reached its start: 100%)' when a code test
     replayed a prefix that not every run got through."""
     text = f"{float(result.get('success_rate') or 0.0):.0%}"
@@ -179,7 +180,7 @@ def rate_text(result: dict) -> str:
     return text
 
 
-def summarise_training(report: dict) -> dict[str, Any]:
+def summarise_training(report: dict) -> MeasuredResult:
     """The numbers of one PPO training the critic needs; the moving-window training success decides
     (held-out evaluation seeds stay reserved for the final report). Only a training that finished no
     episode to rate falls back on PPO's own evaluation on validation seeds, when the config asked for one;
@@ -204,7 +205,7 @@ def summarise_training(report: dict) -> dict[str, Any]:
 
 
 def round_result(messages: Sequence[BaseMessage], prerequisites: Sequence[str] = (),
-                 judged: Sequence[str] = ()) -> dict[str, Any] | None:
+                 judged: Sequence[str] = ()) -> MeasuredResult | None:
     """The measured result of the latest tool round, or None if it measured nothing.
     `prerequisites` and `judged`: what a code test must reach first (see summarise_code_runs)."""
     round_ = last_tool_round(messages)

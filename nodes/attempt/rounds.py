@@ -13,27 +13,28 @@ from typing import Any
 from langchain_core.messages import AIMessage, ToolMessage
 
 from nodes.attempt.results import CODE_TOOL, TRAIN_TOOL, last_tool_calls, round_result, steps_of
+from nodes.entries import DecompositionEntry, MeasuredResult, SubActionEntry, coded, learned
 from nodes.skills.pool import function_names
 from nodes.skills.records import prerequisite_achievements
 
 
-def judged_sub_action(decomposition: dict) -> dict:
+def judged_sub_action(decomposition: DecompositionEntry) -> SubActionEntry:
     """The sub-action an attempt measures: the learned one, else the last coded non-explore one."""
     subs = decomposition["sub_actions"]
-    learned = [a for a in subs if a["kind"] == "rl"]
-    if learned:
-        return learned[-1]
+    policies = learned(subs)
+    if policies:
+        return policies[-1]
     main = [a for a in subs if a.get("template") != "explore"] or subs
     return main[-1]
 
 
-def tested_actions(decomposition: dict) -> list[str]:
+def tested_actions(decomposition: DecompositionEntry) -> list[str]:
     """The coded sub-actions a code test plays after the solved prefix, in order (an explore step is only
     the chain's fallback, not a step of its own)."""
-    return [a["name"] for a in decomposition["sub_actions"] if a["kind"] == "code" and a.get("template") != "explore"]
+    return [a["name"] for a in coded(decomposition["sub_actions"]) if a.get("template") != "explore"]
 
 
-def judged_functions(decomposition: dict) -> list[str]:
+def judged_functions(decomposition: DecompositionEntry) -> list[str]:
     """The functions whose first step marks that a code test reached the code it judges
     (tools.trace.reached_action): the tested sub-actions, else the judged one."""
     return tested_actions(decomposition) or [judged_sub_action(decomposition)["name"]]
@@ -72,15 +73,15 @@ def written_code(state: Mapping[str, Any], subtask: str) -> dict[str, str]:
     return versions
 
 
-def _artefacts(state: Mapping[str, Any], messages: list, result: dict, judged: dict) -> dict:
+def _artefacts(state: Mapping[str, Any], messages: list, result: MeasuredResult,
+               judged: SubActionEntry) -> MeasuredResult:
     """The code or configuration behind a measured result, so the skill can be run again. A coded skill
     keeps only what was written for its subtask (the current decomposition's coded sub-actions), never
     the composed program its test played: that is assembled again from the pool when it runs."""
     calls = last_tool_calls(messages)
     subtask = state["plan"][state["subtask_index"]]["name"]
     versions = written_code(state, subtask)
-    sources = [versions[a["name"]] for a in state["decomposition"]["sub_actions"]
-               if a["kind"] == "code" and a["name"] in versions]
+    sources = [versions[a["name"]] for a in coded(state["decomposition"]["sub_actions"]) if a["name"] in versions]
     if result["kind"] == "code":
         call = next((c for c in calls if c["name"] == CODE_TOOL), None)
         if call is None:
@@ -94,7 +95,7 @@ def _artefacts(state: Mapping[str, Any], messages: list, result: dict, judged: d
     return {"sources": sources, "rl_config": config, "entry": None}
 
 
-def recorded_result(state: Mapping[str, Any]) -> dict | None:
+def recorded_result(state: Mapping[str, Any]) -> MeasuredResult | None:
     """The result recorded (by nodes.measure) when the latest tool round was counted: that round's, or the
     attempt's last measured one when that round measured nothing; None when the last message answers no
     tool round."""
@@ -102,7 +103,7 @@ def recorded_result(state: Mapping[str, Any]) -> dict | None:
     return state.get("last_result") if rid is not None and rid == state.get("counted_round") else None
 
 
-def record_round(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict | None]:
+def record_round(state: Mapping[str, Any]) -> tuple[dict[str, Any], MeasuredResult | None]:
     """(update, result): the latest tool round's steps added to the budget and, when it measured
     something, its result appended to `results` and kept as the subtask's best if it is. Only the measure
     node calls it, once per round; a round already recorded (a checkpoint resumed there) gives an empty
@@ -120,8 +121,8 @@ def record_round(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict | None]
         return update, None
     subtask = state["plan"][state["subtask_index"]]["name"]
     judged = judged_sub_action(state["decomposition"])
-    result.update(subtask=subtask, sub_action=judged["name"], outer_iter=state.get("outer_iter", 0),
-                  inner_iter=state.get("inner_iter", 0), **_artefacts(state, messages, result, judged))
+    result.update({"subtask": subtask, "sub_action": judged["name"], "outer_iter": state.get("outer_iter", 0),
+                   "inner_iter": state.get("inner_iter", 0), **_artefacts(state, messages, result, judged)})
     best = dict(state.get("best") or {})
     if subtask not in best or result["success_rate"] > best[subtask]["success_rate"]:
         best[subtask] = result

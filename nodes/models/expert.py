@@ -16,17 +16,19 @@ tools are identical with either. Its rules:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.messages import AIMessage, BaseMessage
 
 from envs.tasks import TASKS
 from nodes.attempt.results import judged_rate
+from nodes.entries import CritiqueEntry, DecompositionEntry, coded
 from nodes.limits import MIN_TRAIN_STEPS, train_steps_within
 from nodes.models.base import UsageCounter
 from nodes.models.expert_repair import repair
 from nodes.models.output import tool_name
 from nodes.schemas import Critique, Decomposition, Plan, SubAction, Subtask
+from prompts.facts import CriticFacts, FastFacts, PlannerFacts, SlowFacts
 from prompts.fewshot import action_name, fill
 
 EXPLORE = "explore"
@@ -77,7 +79,7 @@ class ExpertModel:
     def structured(self, role: str, messages: Sequence[BaseMessage], schema: type,
                    context: Mapping[str, Any] | None = None):
         context = dict(context or {})
-        rules: dict[tuple[str, type], Callable[[dict], Any]] = {
+        rules: dict[tuple[str, type], Callable[[Any], Any]] = {
             ("planner", Plan): self._plan, ("slow", Decomposition): self._decompose,
             ("critic", Critique): self._critique}
         answer = rules.get((role, schema))
@@ -92,7 +94,7 @@ class ExpertModel:
                   context: Mapping[str, Any] | None = None) -> AIMessage:
         if role != "fast":
             raise ExpertError(f"the expert calls tools only as the fast agent, not as '{role}'")
-        c = dict(context or {})
+        c = cast(FastFacts, dict(context or {}))
         offered = {tool_name(t) for t in tools}
         if "TrainPolicy" in offered:
             name, args = "TrainPolicy", {}
@@ -111,7 +113,7 @@ class ExpertModel:
 
     # -- planner --
 
-    def _plan(self, c: dict) -> Plan:
+    def _plan(self, c: PlannerFacts) -> Plan:
         from nodes.recipes import backward_chain, score_order  # heavy (Crafter's recipe data): on the first plan
 
         failed = c.get("failed")
@@ -138,7 +140,7 @@ class ExpertModel:
 
     # -- slow agent --
 
-    def _decompose(self, c: dict) -> Decomposition:
+    def _decompose(self, c: SlowFacts) -> Decomposition:
         subtask = c["subtask"]["name"]
         previous, critique = c.get("previous"), c.get("critique")
         if previous and critique and critique.get("verdict") == "move":
@@ -164,22 +166,22 @@ class ExpertModel:
             reason=f"a '{template['kind']}' program over the game API covers it: code first, measure it")
         return Decomposition(subtask=subtask, sub_actions=[main], reason=reason)
 
-    def _learned_version(self, subtask: str, previous: dict, critique: dict) -> Decomposition:
-        coded = [SubAction(**a) for a in previous["sub_actions"] if a["kind"] == "code"]
-        if EXPLORE not in [a.name for a in coded]:
-            coded.insert(0, SubAction(name=EXPLORE, kind="code", template="explore",
+    def _learned_version(self, subtask: str, previous: DecompositionEntry, critique: CritiqueEntry) -> Decomposition:
+        own = [SubAction(**a) for a in coded(previous["sub_actions"])]
+        if EXPLORE not in [a.name for a in own]:
+            own.insert(0, SubAction(name=EXPLORE, kind="code", template="explore",
                                       reason="gives the policy a way to search for what the code needs"))
         policy = SubAction(
-            name=f"{subtask}_policy", kind="rl", coded_actions=[a.name for a in coded],
+            name=f"{subtask}_policy", kind="rl", coded_actions=[a.name for a in own],
             reason=(f"critic measured {critique['success_rate']:.0%} for '{critique['sub_action']}' as code: "
                     "learn when to call the coded actions"))
-        return Decomposition(subtask=subtask, sub_actions=[*coded, policy], reason=(
+        return Decomposition(subtask=subtask, sub_actions=[*own, policy], reason=(
             f"moved '{critique['sub_action']}' from code to rl by the critic's numbers; its working code "
             "stays as a coded action in the policy's action head"))
 
     # -- critic --
 
-    def _critique(self, c: dict) -> Critique:
+    def _critique(self, c: CriticFacts) -> Critique:
         result, target = c["result"], float(c["target"])
         name, kind = c["sub_action"]["name"], c["sub_action"]["kind"]
         rate = judged_rate(result)
@@ -192,7 +194,8 @@ class ExpertModel:
             return self._critique_code(c, result, base, inner_left, target)
         return self._critique_rl(c, result, base, inner_left, target)
 
-    def _critique_code(self, c: dict, result: dict, base: dict, inner_left: bool, target: float) -> Critique:
+    def _critique_code(self, c: CriticFacts, result: Mapping[str, Any], base: dict, inner_left: bool,
+                       target: float) -> Critique:
         n, ok = int(result.get("episodes", 0)), int(result.get("successes", 0))
         outcomes: dict = result.get("outcomes", {})
         errors = sum(v for k, v in outcomes.items() if k in SAFE_ERROR_KINDS)
@@ -209,7 +212,8 @@ class ExpertModel:
             f"{failures - not_applicable} ran without success: the code cannot adapt to the world, so learn "
             "when to call it with RL, keeping it as a coded action"))
 
-    def _critique_rl(self, c: dict, result: dict, base: dict, inner_left: bool, target: float) -> Critique:
+    def _critique_rl(self, c: CriticFacts, result: Mapping[str, Any], base: dict, inner_left: bool,
+                     target: float) -> Critique:
         rate = base["success_rate"]
         best = c.get("best_by_kind", {})
         prev_rl = best.get("rl_before")
@@ -235,20 +239,20 @@ class ExpertModel:
 
     # -- fast agent --
 
-    def _write_code(self, c: dict) -> dict:
+    def _write_code(self, c: FastFacts) -> dict:
         """The sub-action's code: its template filled in first; then repairs keyed on the test report."""
         sub = c["sub_action"]
-        last = c.get("last_attempt") or {}
+        last: Mapping[str, Any] = c.get("last_attempt") or {}
         if last.get("sub_action") != sub["name"] or not last.get("code"):
             code = (c.get("sources") or {}).get(sub["name"]) or write_source(sub)
             return {"code": code, "note": "code from the few-shot example"}
         return repair(sub, last, c)
 
-    def _configure_rl(self, c: dict) -> dict:
+    def _configure_rl(self, c: FastFacts) -> dict:
         rl = c["rl"]
         steps = int(rl["train_steps"])
-        if rl.get("previous_train_steps") and rl.get("revise"):
-            steps = 2 * int(rl["previous_train_steps"])  # the critic saw it still improving
+        if rl.get("previous_train_steps") and rl.get("revise"):  # the critic saw it still improving
+            steps = 2 * int(rl["previous_train_steps"])  # type: ignore[arg-type]  # not None: checked above
         # A fair share of what is left: training one subtask must not starve the subtasks after it.
         share = int(c["limits"]["budget_left"]) // max(1, int(rl.get("subtasks_left", 1)))
         steps = train_steps_within(min(steps, share), int(rl["max_train_steps"]), int(rl["min_train_steps"]))

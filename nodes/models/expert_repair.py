@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from envs.game_api import MAKE_RECIPES, PLACE_RECIPES
+from nodes.entries import SubActionEntry
+from prompts.facts import FastFacts
 
 EXPLORE_ROUNDS = 25
 GATHER_ROUNDS = 12
@@ -112,7 +114,7 @@ def {name}(game):
 """)
 
 
-def repair(sub: Mapping[str, Any], last: Mapping[str, Any], c: Mapping[str, Any]) -> dict[str, Any]:
+def repair(sub: SubActionEntry, last: Mapping[str, Any], c: FastFacts) -> dict[str, Any]:
     """The WriteCode arguments of the next attempt, with a note saying which rule fired."""
     name, code = sub["name"], str(last["code"])
     max_steps = int(last.get("max_steps") or c["limits"]["max_steps_per_test"])

@@ -32,9 +32,11 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from nodes.entries import SkillRecord
 
 INDEX_FILE = "index.json"
 INDEX_VERSION = 2  # 2: explicit `entry` and `rate_source`; 1 kept the entry point in `description`
@@ -122,9 +124,9 @@ class Skill(BaseModel):
     def passes(self, threshold: float) -> bool:
         return self.success_rate >= threshold
 
-    def to_state(self) -> dict[str, Any]:
+    def to_state(self) -> SkillRecord:
         """The plain data the graph state (and its checkpoint) holds for this skill."""
-        return self.model_dump()
+        return cast(SkillRecord, self.model_dump())
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.tasks import ACHIEVEMENTS, TASKS
+from nodes.entries import SkillRecord
 from nodes.recipes import backward_chain
 from nodes.settings import RunSettings
 from nodes.skills.library import Skill, SkillLibrary
@@ -30,7 +31,7 @@ def save_skill(settings: RunSettings, record: Mapping[str, Any] | Skill) -> str 
     return f"saved {skill.kind} skill {skill.name} ({skill.success_rate:.0%}) to {lib.path}"
 
 
-def reuse_skill(settings: RunSettings, subtask: str) -> dict | None:
+def reuse_skill(settings: RunSettings, subtask: str) -> SkillRecord | None:
     """A passing skill for this subtask from an earlier run, as the state's record, or None."""
     skill = SkillLibrary(settings.skills_path).find_for_task(subtask, settings.skill_threshold)
     if skill is None:

@@ -1,0 +1,208 @@
+"""The facts each role's prompt is given, as types: one per role, shared by the node that builds them,
+the renderer that shows them (prompts.templates) and the rule-based expert that reasons on them
+(nodes.models.expert), so that mypy checks all three against one list of keys.
+
+All of them are TypedDicts, i.e. plain dicts at runtime. `NotRequired` marks a key the node gives only
+in some calls; the renderers still read every key with `.get` (a hand-built context may leave any out).
+
+The agents' answers the prompts show again (a plan's subtask, a decomposition, a critique) are typed
+here too, as the plain dumps of the pydantic answers in nodes.schemas: the prompts sit below the nodes,
+so the state's entries (nodes.entries) take these from here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from typing_extensions import NotRequired, TypedDict  # pydantic (LangGraph's schemas) needs it before 3.12
+
+Kind = Literal["code", "rl"]
+Verdict = Literal["pass", "revise", "move", "fail"]
+TemplateKind = Literal["collect", "place", "make", "explore", "custom"]
+
+
+# -- the answers, as plain data (nodes.schemas dumps) --------------------------------------------------
+
+class SubtaskEntry(TypedDict):
+    """One step of the plan (nodes.schemas.Subtask)."""
+
+    name: str                    # Crafter task name
+    goal: str
+    success_condition: str
+
+
+class SubActionEntry(TypedDict):
+    """One sub-action of a decomposition (nodes.schemas.SubAction)."""
+
+    name: str                    # for code, the function name
+    kind: Kind
+    reason: str
+    template: TemplateKind       # the few-shot example the code starts from
+    target: str | None           # what the template is filled with
+    item: str | None             # the inventory item it yields
+    coded_actions: list[str]     # rl: the coded actions its action head gets
+
+
+class DecompositionEntry(TypedDict):
+    """The slow agent's decomposition of one subtask (nodes.schemas.Decomposition)."""
+
+    subtask: str
+    sub_actions: list[SubActionEntry]
+    reason: str
+
+
+class CritiqueEntry(TypedDict):
+    """The critic's judgement (nodes.schemas.Critique); the state's `feedback`."""
+
+    sub_action: str
+    verdict: Verdict
+    success_rate: float
+    feedback: str
+    move_to: Kind | None         # with verdict 'move'
+
+
+class FailedEntry(TypedDict):
+    """A failed subtask the planner re-plans around (the state's `failed`)."""
+
+    subtask: str
+    best_rate: float
+    feedback: str
+
+
+class AttemptResult(TypedDict, total=False):
+    """What a code test measured, kept with the attempt for the repairs (nodes.measure)."""
+
+    success_rate: float
+    success_given_start: float | None
+    outcomes: dict[str, int]
+    per_seed: list[dict[str, Any]]
+
+
+class LastAttempt(TypedDict):
+    """The fast agent's latest code of this attempt and its test report (the attempt state's `last_attempt`)."""
+
+    sub_action: str
+    code: str
+    max_steps: int
+    report: str | None           # None until its test round came back
+    result: NotRequired[AttemptResult]  # a code test's numbers (nodes.measure)
+
+
+class PreviousAttempt(TypedDict):
+    """Code from an earlier outer iteration the fast agent starts from (the state's `previous_attempt`)."""
+
+    sub_action: str
+    code: str | None
+    outer_iter: int
+    report: NotRequired[str | None]     # the critic sent it back with this report
+    replanned: NotRequired[bool]         # written for a plan the slow agent has changed since
+
+
+# -- planner ------------------------------------------------------------------------------------------
+
+class PlannerFacts(TypedDict):
+    task: str
+    task_description: str
+    recipes: list[dict[str, Any]]        # every achievement's recipe facts (nodes.recipes.all_recipe_facts)
+    failed: NotRequired[FailedEntry]     # a re-plan: the subtask that failed
+    remaining: NotRequired[list[SubtaskEntry]]  # a re-plan: the plan from the failed subtask on
+
+
+# -- slow agent ---------------------------------------------------------------------------------------
+
+class PriorSkill(TypedDict):
+    subtask: str
+    kind: Kind
+    success_rate: float
+
+
+class BestSoFar(TypedDict):
+    kind: Kind
+    success_rate: float
+
+
+class SlowFacts(TypedDict):
+    subtask: SubtaskEntry
+    recipe: dict[str, Any]               # nodes.recipes.recipe_facts
+    template: dict[str, str] | None      # the few-shot example that fits (nodes.recipes.template_for)
+    task_description: str
+    prior_skills: list[PriorSkill]
+    previous: DecompositionEntry | None  # the decomposition being revised
+    critique: CritiqueEntry | None       # the critic's latest judgement
+    best: BestSoFar | None               # the subtask's best measured attempt
+    outer_iter: int
+    max_outer_iters: int
+    forced_rl: str | None                # the sub-action the graph moved to rl
+
+
+# -- fast agent ---------------------------------------------------------------------------------------
+
+class FastLimits(TypedDict):
+    test_seeds: int
+    max_steps_per_test: int
+    budget_left: int
+    revision: int
+    max_revisions: int
+    pass_rule: str
+
+
+class RLFacts(TypedDict):
+    coded_actions: list[str]             # what the action head may hold
+    train_steps: int                     # the default total_steps
+    min_train_steps: int
+    max_train_steps: int
+    subtasks_left: int
+    previous_train_steps: int | None     # this sub-action's last training
+    revise: bool                         # the critic asked for another training
+    total_steps_set_by_the_graph: NotRequired[str]
+    coded_actions_tested_before_training: NotRequired[str]
+    left_out_of_the_head: NotRequired[str]
+
+
+class FastFacts(TypedDict):
+    subtask: str
+    task_description: str
+    mode: Kind
+    sub_action: SubActionEntry           # the one to write or train now
+    decomposition: DecompositionEntry
+    library: list[dict[str, Any]]        # nodes.skills.pool.listing
+    examples: dict[str, str]             # few-shot example name -> source
+    last_attempt: LastAttempt | None
+    feedback: str | None                 # the critic's feedback text
+    previous_attempt: PreviousAttempt | None
+    limits: FastLimits
+    sources: dict[str, str]              # not rendered: the library's sources, for the expert
+    prefix: list[str]                    # not rendered: the solved skills' entries a test replays
+    rl: NotRequired[RLFacts]             # rl mode
+    configured: NotRequired[Any]         # rl mode: the configuration configure_rl validated
+    configured_view: NotRequired[dict[str, Any]]  # the same, its coded actions by name
+    configure_error: NotRequired[Any]    # rl mode: why configure_rl refused it
+
+
+# -- critic -------------------------------------------------------------------------------------------
+
+class JudgedAction(TypedDict):
+    name: str
+    kind: Kind
+
+
+class CriticFacts(TypedDict):
+    subtask: str
+    sub_action: JudgedAction
+    result: dict[str, Any]               # the measured result, its artefacts left out (nodes.critic)
+    code: str | None                     # a code attempt: its code and test report
+    report: str | None
+    fast_error: str | None               # why no answer of the fast agent could be used
+    target: float
+    best_by_kind: dict[str, float | None]  # best earlier rate per kind, and 'rl_before'
+    inner_iter: int
+    max_inner_iters: int
+    outer_iter: int
+    max_outer_iters: int
+    loops: dict[str, str]
+    budget_left: int
+    min_train_steps: int
+    pass_rule: str
+    meets_target: bool
+    judged_count: tuple[int, int] | None  # (successes, runs) behind a code test's judged rate
+    verdict_rules: str
