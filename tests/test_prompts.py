@@ -18,7 +18,7 @@ from prompts.rules import primitive_actions, rule_sheet
 from prompts.templates import ROLES, ContextError, messages_for
 
 # Character caps (about 3.6 characters per SmolLM2 token): the fast prompt at depth ~5,500 tokens.
-CAPS = {"fast": 21_600, "planner": 12_000, "slow": 10_100, "critic": 10_000}
+CAPS = {"fast": 21_900, "planner": 12_000, "slow": 10_100, "critic": 10_000}
 
 CHAIN = list(TASKS["collect_diamond"].prerequisites)
 
