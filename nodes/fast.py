@@ -73,7 +73,13 @@ from nodes.skills.pool import (
     test_program,
     with_library,
 )
-from nodes.skills.records import prerequisite_achievements, prior_sources, solved_pool
+from nodes.skills.records import (
+    earlier_entries,
+    prerequisite_achievements,
+    prior_sources,
+    replaced_names,
+    solved_pool,
+)
 from nodes.state import AttemptState, current_decomposition, log_lengths, with_update
 from prompts.facts import FastFacts, RLFacts
 from prompts.fewshot import examples_for
@@ -125,10 +131,7 @@ class SubtaskCode:
         self.pool = solved_pool(state)
         self.versions = written_code(state, self.subtask)
         self.plans = written_for(state, self.subtask)
-        index = state["subtask_index"]
-        # the coded actions of the skills solved before: a sub-action of one of these names reuses it
-        self.skill_entries = {record.get("entry") for sub in state["plan"][:index]
-                              if (record := (state.get("skills") or {}).get(sub["name"])) and record.get("entry")}
+        self.skill_entries = earlier_entries(state)  # a sub-action of one of these names reuses it
         for sub in coded(state["decomposition"]["sub_actions"]):
             if sub["name"] in self.versions:
                 self.pool.add(self.versions[sub["name"]], subtask=self.subtask, kind="code", this_subtask=True)
@@ -201,7 +204,7 @@ def report_text(state: Mapping[str, Any]) -> str:
         return ""
     text = summarise_reports_for_agent(reports, max_chars=REPORT_CHARS,
                                        prerequisites=prerequisite_achievements(state),
-                                       judged=judged_functions(state["decomposition"]))
+                                       judged=judged_functions(state["decomposition"], replaced_names(state)))
     program = next((c["args"].get("code", "") for c in last_tool_calls(messages) if c["name"] == CODE_TOOL), "")
     own = (state.get("last_attempt") or {}).get("code") or ""
     return relocate_lines(text, program, own) if program else text
@@ -451,7 +454,7 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
     seeds = code_test_seeds(settings, state)
     pool = lib.with_code(code)
     if defined:
-        actions = [name for name in tested_actions(state["decomposition"]) if name in pool]
+        actions = [name for name in tested_actions(state["decomposition"], replaced_names(state)) if name in pool]
         program, action = test_program(pool, lib.prefix, actions or [target["name"]], max_steps)
     else:  # the sandbox says what is wrong with it (a syntax error, a missing function); one seed tells
         program, action, seeds = with_library(lib.pool, code), target["name"], seeds[:1]

@@ -216,7 +216,8 @@ def _last_attempt(last: Mapping[str, Any] | None, mode: str) -> tuple[str, str]:
         body += f"```python\n{clip(str(last['code']).rstrip(), CODE_CHARS)}\n```\n"
     if last.get("report"):
         title += " and what happened"
-        fix = "the code" if mode == "code" else "the configuration"
+        fix = ("the code (code sent again unchanged is not tested again: the critic judges it)" if mode == "code"
+               else "the configuration")
         body += (f"Report:\n{clip(str(last['report']).rstrip(), REPORT_CHARS)}\n"
                  f"Find the cause of the failure in the report and fix it in {fix}.")
     if last.get("revision") is not None:

@@ -145,3 +145,18 @@ def test_a_building_block_the_slow_agent_plans_anew_is_written_again_from_its_ol
     human = messages_for("fast", context)[-1].content
     assert "Your code of outer iteration 1, written before the slow agent changed its plan for `walk_to_iron`" in human
     assert old_walk.splitlines()[0] in human
+
+
+def test_a_sub_action_that_replaces_a_built_in_or_a_helper_is_loaded_not_played_as_a_step():
+    """Listing `stay_alive` or an earlier skill's helper (which may take more than `game`) rewrites that function;
+    the test chain plays only the sub-actions that are steps, and the last one always."""
+    from nodes.attempt.rounds import judged_functions, tested_actions
+
+    subs = [_code("dig_route"), _code("stay_alive"), _code("collect_iron"), _code("collect_diamond")]
+    decomposition = {"subtask": "collect_diamond", "reason": "", "sub_actions": subs}
+    replaced = {"dig_route", "stay_alive", "explore"}
+    assert tested_actions(decomposition, replaced) == ["collect_iron", "collect_diamond"]
+    assert judged_functions(decomposition, replaced) == ["collect_iron", "collect_diamond"]
+    assert tested_actions(decomposition) == ["dig_route", "stay_alive", "collect_iron", "collect_diamond"]
+    drink = {"subtask": "collect_drink", "reason": "", "sub_actions": [_code("collect_drink")]}
+    assert tested_actions(drink, {"collect_drink"}) == ["collect_drink"]  # the last one is the step under test

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # Small everything: two test seeds, one revision, 1,000-step trainings, two held-out episodes, and a bound on
 # the model calls (not on wall time, so that a replay stops where the recorded run stopped).
 ARGS = ["harvest log", "--budget-steps", "6000", "--test-episodes", "2", "--eval-episodes", "2",
-        "--train-steps", "1000", "--max-inner-iters", "1", "--max-outer-iters", "2", "--max-model-calls", "16",
+        "--train-steps", "1000", "--max-inner-iters", "1", "--max-outer-iters", "2", "--max-model-calls", "24",
         "--no-live"]
 
 

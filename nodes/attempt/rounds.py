@@ -7,7 +7,7 @@ one entry of the `results` log, with the code or configuration behind it so a sk
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
@@ -15,7 +15,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from nodes.attempt.results import CODE_TOOL, TRAIN_TOOL, last_tool_calls, round_result, steps_of
 from nodes.entries import DecompositionEntry, MeasuredResult, SubActionEntry, coded, learned
 from nodes.skills.pool import function_names
-from nodes.skills.records import prerequisite_achievements
+from nodes.skills.records import prerequisite_achievements, replaced_names
 
 
 def judged_sub_action(decomposition: DecompositionEntry) -> SubActionEntry:
@@ -28,16 +28,18 @@ def judged_sub_action(decomposition: DecompositionEntry) -> SubActionEntry:
     return main[-1]
 
 
-def tested_actions(decomposition: DecompositionEntry) -> list[str]:
-    """The coded sub-actions a code test plays after the solved prefix, in order (an explore step is only
-    the chain's fallback, not a step of its own)."""
-    return [a["name"] for a in coded(decomposition["sub_actions"]) if a.get("template") != "explore"]
+def tested_actions(decomposition: DecompositionEntry, replaced: Collection[str] = ()) -> list[str]:
+    """The coded sub-actions a code test plays after the solved prefix, in order. An explore step is only the
+    chain's fallback, and a sub-action before the last named after a `replaced` function (a built-in, an
+    earlier skill's helper: nodes.skills.records.replaced_names) replaces it: neither is a step of its own."""
+    names = [a["name"] for a in coded(decomposition["sub_actions"]) if a.get("template") != "explore"]
+    return [n for i, n in enumerate(names) if n not in replaced or i == len(names) - 1]
 
 
-def judged_functions(decomposition: DecompositionEntry) -> list[str]:
+def judged_functions(decomposition: DecompositionEntry, replaced: Collection[str] = ()) -> list[str]:
     """The functions whose first step marks that a code test reached the code it judges
     (tools.trace.reached_action): the tested sub-actions, else the judged one."""
-    return tested_actions(decomposition) or [judged_sub_action(decomposition)["name"]]
+    return tested_actions(decomposition, replaced) or [judged_sub_action(decomposition)["name"]]
 
 
 def round_id(messages: list) -> str | None:
@@ -116,7 +118,8 @@ def record_round(state: Mapping[str, Any]) -> tuple[dict[str, Any], MeasuredResu
         return {}, state.get("last_result")
     update: dict[str, Any] = {"counted_round": rid,
                               "env_steps_spent": int(state.get("env_steps_spent", 0)) + steps_of(messages)}
-    result = round_result(messages, prerequisite_achievements(state), judged_functions(state["decomposition"]))
+    result = round_result(messages, prerequisite_achievements(state),
+                          judged_functions(state["decomposition"], replaced_names(state)))
     if result is None:
         return update, None
     subtask = state["plan"][state["subtask_index"]]["name"]

@@ -89,3 +89,19 @@ def solved_pool(state: Mapping[str, Any]) -> Pool:
 def prerequisite_achievements(state: Mapping[str, Any]) -> list[str]:
     """Achievements a code test of the current subtask passes through before the subtask's own turn."""
     return [p["subtask"] for p in prior_sources(state) if p["subtask"] in ACHIEVEMENTS]
+
+
+def earlier_entries(state: Mapping[str, Any]) -> set[str]:
+    """The coded actions of the skills solved before the current subtask: a sub-action of one of these names
+    reuses it (and plays it as a step of the chain)."""
+    plan = state.get("plan", [])
+    skills = state.get("skills") or {}
+    return {str(record["entry"]) for sub in plan[:state.get("subtask_index", 0)]
+            if (record := skills.get(sub["name"])) and record.get("entry")}
+
+
+def replaced_names(state: Mapping[str, Any]) -> set[str]:
+    """Functions a sub-action of the same name replaces rather than plays as a step: the built-in actions
+    and the helpers of earlier skills (every callable of the solved pool but the skills' own actions)."""
+    return set(solved_pool(state).functions()) - earlier_entries(state)
+
