@@ -25,9 +25,10 @@ def test_the_committed_recording_replays_to_the_same_decisions(tmp_path):
     done = _replay(tmp_path, *ARGS)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads((tmp_path / "smol" / "report.json").read_text())
-    # the model's decomposition learns, with coded building blocks: each was tested before the training
+    # the run learns in the end, its coded building blocks tested before the training (what the model chose
+    # decides how many code tests come first; the graph decides that they come before the training)
     kinds = [m["kind"] for m in report["measurements"]]
-    assert kinds[:2] == ["code", "rl"] and kinds.count("code") == 2  # one test per decomposition, then training
+    assert "rl" in kinds and kinds.index("rl") > 0 and set(kinds[:kinds.index("rl")]) == {"code"}, kinds
     assert any(m["kind"] == "rl" and m["steps"] >= 1000 for m in report["measurements"])
     calls = sum(1 for line in FIXTURE.read_text().splitlines() if line.strip())
     assert sum(u["calls"] - u["retries"] for u in report["usage"].values()) == calls
