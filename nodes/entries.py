@@ -130,6 +130,7 @@ class SkillRecord(TypedDict, total=False):
     success_rate: float
     rate_source: str
     success_given_start: float | None
+    started: int | None
     episodes: int
     env_steps: int
     passing: bool                      # reached the run's skill threshold

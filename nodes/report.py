@@ -100,7 +100,7 @@ def _sub_action_history(state: Mapping[str, Any], subtask: str) -> list[dict[str
 
 def _kept_status(skill: Skill, target: float) -> str:
     """What happened to a skill made in this run: 'passed' only when it met the target (by the pass rule's
-    count for a code test that replayed nothing first);
+    count for a code test, over the runs that reached the skill when it replayed earlier ones);
     otherwise 'kept' with the rate it was kept at (below the target, or below the skill threshold too)."""
     given = skill.success_given_start
     judged = judged_rate({"success_rate": skill.success_rate, "success_given_start": given})
@@ -108,6 +108,9 @@ def _kept_status(skill: Skill, target: float) -> str:
     if skill.kind == "code" and skill.episodes and given is None:  # the pass rule, in counts of test seeds
         met = meets_target({"kind": "code", "episodes": skill.episodes,
                             "successes": round(skill.success_rate * skill.episodes)}, target)
+    elif skill.kind == "code" and given is not None and skill.started:  # ... over the runs that reached it
+        met = meets_target({"kind": "code", "episodes": skill.episodes, "success_given_start": given,
+                            "started": skill.started, "started_successes": round(given * skill.started)}, target)
     if met:
         return "passed"
     rate = f"{judged:.0%} from its start" if given is not None and given != skill.success_rate else f"{judged:.0%}"

@@ -77,6 +77,19 @@ def test_a_skill_below_the_target_is_reported_as_kept_at_its_rate(tmp_path):
         "kept at 38%, below the skill threshold"]
 
 
+def test_a_skill_passed_on_the_runs_that_reached_it_is_reported_passed(tmp_path):
+    """7 of the 8 runs that reached it succeeded: the pass rule's count meets a 90% target (the critic passed it
+    on that count), although 7/8 = 88% is below 90%."""
+    settings = RunSettings(task="collect iron", run_id="r3", out_dir=tmp_path)
+    plan = [{"name": "collect_iron", "goal": "", "success_condition": ""}]
+    skill = {"name": "iron", "kind": "code", "success_rate": 0.7, "success_given_start": 0.875, "passing": True,
+             "episodes": 10}
+    statuses = [build_report(settings, {"plan": plan, "skills": {"collect_iron": s}, "subtask_index": 1,
+                                        "report": {}}, wall_s=1.0)["subtasks"][0]["status"]
+                for s in ({**skill, "started": 8}, skill)]
+    assert statuses == ["passed", "kept at 88% from its start, below the target"]  # no count kept: the rate decides
+
+
 def test_report_of_an_empty_state(tmp_path):
     # a run stopped before the planner finished still gets a report, not a crash
     report = build_report(RunSettings(run_id="r2", out_dir=tmp_path), {}, wall_s=0.0)

@@ -20,7 +20,7 @@ def skill_from_attempt(subtask: str, attempt: MeasuredResult, threshold: float) 
     skill = Skill(
         name=f"{subtask}_{kind}", kind=kind, task=subtask,
         success_rate=float(attempt.get("success_rate", 0.0)), rate_source=attempt.get("rate_source"),
-        success_given_start=attempt.get("success_given_start"),
+        success_given_start=attempt.get("success_given_start"), started=attempt.get("started"),
         episodes=int(attempt.get("episodes") or 0), env_steps=int(attempt.get("steps") or 0),
         sources=list(attempt.get("sources") or []), entry=attempt.get("entry"),
         policy_path=attempt.get("policy_path"), rl_config=attempt.get("rl_config"),

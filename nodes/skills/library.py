@@ -81,6 +81,8 @@ class Skill(BaseModel):
                                           "the runs that reached this skill's start")
     episodes: int = Field(0, ge=0, description="code-test episodes success_rate was measured on "
                                                "(0 for a training rate)")
+    started: int | None = Field(None, ge=0, description="of those episodes, the runs that reached this skill's "
+                                                        "start (success_given_start is over them)")
     env_steps: int = Field(0, ge=0, description="environment steps spent making the skill (0 when reused)")
     passing: bool = Field(False, description="its judged rate reached the run's skill threshold")
     reused: bool = Field(False, description="taken from the library: an earlier run made it")
