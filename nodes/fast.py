@@ -41,11 +41,10 @@ from nodes.attempt.results import (
 from nodes.attempt.rounds import (
     judged_functions,
     judged_sub_action,
+    latest_versions,
     plan_of,
     round_id,
     tested_actions,
-    written_code,
-    written_for,
 )
 from nodes.context import RunContext, context_of
 from nodes.entries import (
@@ -129,9 +128,11 @@ class SubtaskCode:
         self.subtask = state["plan"][state["subtask_index"]]["name"]
         self.prior = prior_sources(state)
         self.pool = solved_pool(state)
-        self.versions = written_code(state, self.subtask)
-        self.plans = written_for(state, self.subtask)
+        self.latest = latest_versions(state, self.subtask)
+        self.versions = {name: v["source"] for name, v in self.latest.items()}
         self.skill_entries = earlier_entries(state)  # a sub-action of one of these names reuses it
+        # a non-final sub-action of one of these names replaces it (nodes.skills.records.replaced_names)
+        self.replaced = set(self.pool.functions()) - self.skill_entries
         for sub in coded(state["decomposition"]["sub_actions"]):
             if sub["name"] in self.versions:
                 self.pool.add(self.versions[sub["name"]], subtask=self.subtask, kind="code", this_subtask=True)
@@ -145,8 +146,8 @@ class SubtaskCode:
 
     def replanned(self, sub_action: SubActionEntry) -> bool:
         """Whether this subtask's code of `sub_action` was written for a plan the slow agent has changed since."""
-        plan = self.plans.get(sub_action["name"])
-        return plan is not None and plan != plan_of(sub_action)
+        latest = self.latest.get(sub_action["name"])
+        return latest is not None and latest.get("plan") is not None and latest.get("plan") != plan_of(sub_action)
 
     def with_code(self, code: str) -> Pool:
         pool = self.pool.copy()
@@ -293,10 +294,10 @@ def _previous_attempt(state: Mapping[str, Any], mode: str, sub_action: SubAction
         return None
     if previous.get("sub_action") == sub_action.get("name"):
         return cast(PreviousAttempt, previous)
-    if lib.replanned(sub_action) and sub_action["name"] in lib.versions:
-        outer = max((int(v.get("outer_iter") or 0) for v in state.get("code_versions", [])
-                     if v["subtask"] == lib.subtask and v["sub_action"] == sub_action["name"]), default=0)
-        return {"sub_action": sub_action["name"], "code": lib.versions[sub_action["name"]], "outer_iter": outer,
+    if lib.replanned(sub_action):
+        latest = lib.latest[sub_action["name"]]
+        return {"sub_action": sub_action["name"], "code": latest["source"],
+                "outer_iter": int(latest.get("outer_iter") or 0),
                 "replanned": True}
     return None
 
@@ -454,7 +455,7 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
     seeds = code_test_seeds(settings, state)
     pool = lib.with_code(code)
     if defined:
-        actions = [name for name in tested_actions(state["decomposition"], replaced_names(state)) if name in pool]
+        actions = [name for name in tested_actions(state["decomposition"], lib.replaced) if name in pool]
         program, action = test_program(pool, lib.prefix, actions or [target["name"]], max_steps)
     else:  # the sandbox says what is wrong with it (a syntax error, a missing function); one seed tells
         program, action, seeds = with_library(lib.pool, code), target["name"], seeds[:1]

@@ -486,15 +486,14 @@ def _seed_line(report: dict, prerequisites: Sequence[str] = (), reached: bool = 
         # short: the earlier skills' failure is not this code's to repair, and the seeds that reached it need the room
         return line + f" before your action started (earlier skills did not unlock {', '.join(missing)})"
     died = _ended_of(report) == "died"
-    if died and not reached and not report.get("task_success"):
+    where = clean_text(report.get("running_at_end") or "", ERROR_FIRST_LINE_CHARS, mark=False)
+    if died and not reached:
         # the chain was still walking to the stations or keeping the player fed: not the action's code
-        where = clean_text(report.get("running_at_end") or "", ERROR_FIRST_LINE_CHARS, mark=False)
         return line + " before your action started" + (f" (in {where})" if where else "")
     if died:
         held = ", ".join(f"{k} {v}" for k, v in sorted((report.get("inventory_after") or {}).items())
                          if v and k not in ("health", "food", "drink", "energy"))
         bars = _bars_text(report.get("inventory_after") or {})
-        where = clean_text(report.get("running_at_end") or "", ERROR_FIRST_LINE_CHARS, mark=False)
         line += (f"; in {where}" if where else "") + f"; at death: {bars}" + (f"; held {held}" if held else "")
     if report.get("last_refusal") and _ended_of(report) in ("action_returned", "out_of_steps"):
         line += f"; {clean_text(report['last_refusal'], REFUSAL_CHARS, mark=False)}"

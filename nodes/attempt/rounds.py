@@ -13,7 +13,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, ToolMessage
 
 from nodes.attempt.results import CODE_TOOL, TRAIN_TOOL, last_tool_calls, round_result, steps_of
-from nodes.entries import DecompositionEntry, MeasuredResult, SubActionEntry, coded, learned
+from nodes.entries import CodeVersion, DecompositionEntry, MeasuredResult, SubActionEntry, coded, learned
 from nodes.skills.pool import function_names
 from nodes.skills.records import prerequisite_achievements, replaced_names
 
@@ -59,20 +59,15 @@ def plan_of(sub_action: Mapping[str, Any]) -> dict[str, Any]:
     return {k: sub_action.get(k) for k in PLAN_FIELDS}
 
 
-def written_for(state: Mapping[str, Any], subtask: str) -> dict[str, dict[str, Any]]:
-    """Sub-action name -> the plan its latest code in this subtask was written for (versions from before
-    plans were kept have none)."""
-    return {v["sub_action"]: v["plan"] for v in state.get("code_versions", [])
-            if v["subtask"] == subtask and v.get("plan") is not None}
+def latest_versions(state: Mapping[str, Any], subtask: str) -> dict[str, CodeVersion]:
+    """Sub-action name -> its latest code version in this subtask (source, the plan it was written for,
+    its outer iteration), as the model (or the expert) wrote it."""
+    return {v["sub_action"]: v for v in state.get("code_versions", []) if v["subtask"] == subtask}
 
 
 def written_code(state: Mapping[str, Any], subtask: str) -> dict[str, str]:
-    """Sub-action name -> its latest code in this subtask, as the model (or the expert) wrote it."""
-    versions: dict[str, str] = {}
-    for v in state.get("code_versions", []):
-        if v["subtask"] == subtask:
-            versions[v["sub_action"]] = v["source"]
-    return versions
+    """Sub-action name -> its latest code in this subtask."""
+    return {name: v["source"] for name, v in latest_versions(state, subtask).items()}
 
 
 def _artefacts(state: Mapping[str, Any], messages: list, result: MeasuredResult,
