@@ -272,7 +272,8 @@ def option_steps(env, driver: ActionDriver, name: str, gamma: float = 0.99, on_s
     """`run_option` as a step coroutine: it yields each answer it waits for and reads it when resumed."""
     outcome = OptionOutcome()
     index = {action: i for i, action in enumerate(env.primitive_actions)}
-    answer = ask_later(driver, "begin", name, env.game)
+    game = env.game  # one object for the episode: looked up once, not through the wrappers every step
+    answer = ask_later(driver, "begin", name, game)
     yield answer
     kind, value = answer.get()
     try:
@@ -294,7 +295,7 @@ def option_steps(env, driver: ActionDriver, name: str, gamma: float = 0.99, on_s
                 on_step(value, obs, reward, info)
             if terminated or truncated or outcome.steps >= max_steps:
                 break
-            answer = ask_later(driver, "advance", env.game)
+            answer = ask_later(driver, "advance", game)
             yield answer
             kind, value = answer.get()
     finally:

@@ -51,6 +51,8 @@ _NOT_A_WALL = frozenset(WALKABLE) | {UNKNOWN, "lava"}
 # Solid tiles that mining turns into walkable path: a way out of a shelter.
 _MINED_TO_PATH = frozenset({"stone", "coal", "iron", "diamond"})
 _WALKABLE_TABLE = bytes(int(MATERIAL_NAMES[i] in WALKABLE) if i < len(MATERIAL_NAMES) else 0 for i in range(256))
+_WALKABLE_OF = np.frombuffer(_WALKABLE_TABLE, dtype=np.uint8)  # material id -> 1 where walkable
+_DIRTY_BOXES = 64  # view boxes written since the walkable table was last brought up to date, at most
 
 Pos = tuple[int, int]
 
@@ -59,7 +61,8 @@ class GameAPI:
     """Read-only view of the game for coded actions. See the module docstring."""
 
     __slots__ = ("_obs", "_memory", "_rng", "_cows", "_helper_seed", "_identity", "_episode", "_version", "_recent",
-                 "_refusal_text", "_refusals", "_tiles", "_seen")
+                 "_refusal_text", "_refusals", "_tiles", "_seen", "_walkable", "_walkable_tiles_view",
+                 "_walkable_dirty", "_last_patch", "_revision", "_known_memo")
 
     def __init__(self, helper_seed: int = 0):
         self._obs: PlayerObservation | None = None
@@ -68,6 +71,16 @@ class GameAPI:
         # x * _MEMORY_SIZE + y), and the box of rows and columns ever written, all that known() scans.
         self._tiles = memoryview(self._memory.data).cast("B")
         self._seen: list[int] = [_MEMORY_SIZE, 0, _MEMORY_SIZE, 0]  # x0, x1, y0, y1 (empty)
+        # What the searches and known() derive from the memory, brought up to date where it was written
+        # rather than recomputed whole per call: 1 where walkable (flat view, as _tiles; the boxes written
+        # since, or None for all of it), and known()'s last answer per name, good while the memory's
+        # revision (bumped when a write changes a tile) and the position hold.
+        self._walkable = np.zeros_like(self._memory)
+        self._walkable_tiles_view = memoryview(self._walkable.data).cast("B")
+        self._walkable_dirty: list[tuple[int, int, int, int]] | None = None
+        self._last_patch: tuple[int, int, bytes] | None = None  # the last write: (x0, y0, its tiles)
+        self._revision = 0
+        self._known_memo: dict[str, tuple[int, Pos, list[Pos]]] = {}
         # The helpers' random stream (explore's tie-breaking). Its seed is drawn per episode by the trusted
         # env from a generator of its own, never from the world seed, which nothing here holds: agent code
         # that replays explore() learns this value and nothing about the world (docs/security.md).
@@ -89,6 +102,7 @@ class GameAPI:
 
     def _reset(self, obs: PlayerObservation, helper_seed: int) -> None:
         self._memory[:] = 0
+        self._memory_rewritten()
         self._seen = [_MEMORY_SIZE, 0, _MEMORY_SIZE, 0]
         self._rng = random.Random(helper_seed)
         self._cows = set()
@@ -107,7 +121,17 @@ class GameAPI:
         x0, y0 = x - VIEW_RADIUS_X + _MEMORY_RADIUS, y - VIEW_RADIUS_Y + _MEMORY_RADIUS
         patch = obs.materials
         x1, y1 = x0 + patch.shape[0], y0 + patch.shape[1]
-        self._memory[x0:x1, y0:y1] = patch
+        written = (x0, y0, patch.tobytes())
+        if written != self._last_patch:  # else this box holds these tiles already: nothing changes
+            self._memory[x0:x1, y0:y1] = patch
+            self._last_patch = written
+            self._revision += 1
+            dirty = self._walkable_dirty
+            if dirty is not None:
+                if len(dirty) < _DIRTY_BOXES:
+                    dirty.append((x0, x1, y0, y1))
+                else:  # a game whose searches do not run (the trusted side's): rebuild all if one ever does
+                    self._walkable_dirty = None
         seen = self._seen
         seen[:] = [min(seen[0], x0), max(seen[1], x1), min(seen[2], y0), max(seen[3], y1)]
         in_view = {c for c in self._cows if abs(c[0] - x) <= VIEW_RADIUS_X and abs(c[1] - y) <= VIEW_RADIUS_Y}
@@ -115,13 +139,21 @@ class GameAPI:
         self._cows |= {(x + dx, y + dy) for name, dx, dy in obs.creatures if name == "cow"}
 
     def __getstate__(self) -> dict[str, Any]:
-        """Picklable (a saved env, a copied one): the flat view is rebuilt on the copy's own memory."""
-        return {name: getattr(self, name) for name in self.__slots__ if name != "_tiles"}
+        """Picklable (a saved env, a copied one): the flat views are rebuilt on the copy's own arrays."""
+        return {name: getattr(self, name) for name in self.__slots__
+                if name not in ("_tiles", "_walkable_tiles_view")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         for name, value in state.items():
             setattr(self, name, value)
         self._tiles = memoryview(self._memory.data).cast("B")
+        self._walkable_tiles_view = memoryview(self._walkable.data).cast("B")
+
+    def _memory_rewritten(self) -> None:
+        """The memory changed as a whole (a reset, a resync): what is derived from it is rebuilt when next read."""
+        self._walkable_dirty = None
+        self._last_patch = None
+        self._revision += 1
 
     @property
     def _refusal(self) -> str | None:
@@ -138,6 +170,12 @@ class GameAPI:
     def _sync_point(self) -> tuple[int, int, int]:
         """Which state this is: (this API, its episode, observations seen in the episode)."""
         return (self._identity, self._episode, self._version)
+
+    def _missed_by(self, point: tuple[int, int, int] | None) -> int:
+        """Observations a mirror at `point` has not seen (the whole episode when it is in another one)."""
+        if point is None or point[:2] != (self._identity, self._episode):
+            return self._version
+        return self._version - point[2]
 
     def _catch_up(self, point: tuple[int, int, int] | None) -> dict[str, Any] | None:
         """What a mirror that was at `point` needs to be at this state; None when it is there already.
@@ -166,6 +204,7 @@ class GameAPI:
             state = update["state"]
             self._reset(observations[0], helper_seed=int(state["helper_seed"]))
             self._memory[:] = np.frombuffer(bytes.fromhex(state["memory"]), dtype=np.uint8).reshape(self._memory.shape)
+            self._memory_rewritten()
             xs, ys = np.nonzero(self._memory)
             if len(xs):
                 self._seen = [int(xs.min()), int(xs.max()) + 1, int(ys.min()), int(ys.max()) + 1]
@@ -280,13 +319,22 @@ class GameAPI:
         material = MATERIAL_IDS.get(name)
         if material is None:
             return []
+        pos = self.pos
+        memo = self._known_memo.get(name)
+        if memo is not None and memo[0] == self._revision and memo[1] == pos:
+            return list(memo[2])  # a copy: the caller may change its list
+        found = self._known(material, pos)
+        self._known_memo[name] = (self._revision, pos, found)
+        return list(found)
+
+    def _known(self, material: int, pos: Pos) -> list[Pos]:
         # tiles of a seen material lie in the box ever written; unknown ones anywhere
         x0, x1, y0, y1 = self._seen if material != MATERIAL_IDS[UNKNOWN] else (0, _MEMORY_SIZE, 0, _MEMORY_SIZE)
         xs, ys = np.nonzero(self._memory[x0:x1, y0:y1] == material)
         if not len(xs):
             return []
         xs, ys = xs + (x0 - _MEMORY_RADIUS), ys + (y0 - _MEMORY_RADIUS)
-        px, py = self.pos
+        px, py = pos
         order = np.lexsort((ys, xs, np.abs(xs - px) + np.abs(ys - py)))  # by distance, then position
         return list(zip(xs[order].tolist(), ys[order].tolist()))
 
@@ -593,12 +641,20 @@ class GameAPI:
 
     # -- internals --
 
-    def _walkable_tiles(self) -> bytes:
-        """1 where the remembered tile is walkable, by flat index (`_flat`): one pass over the memory that
-        spares a search a lookup per tile. A search only steps onto walkable tiles, and those lie at least
+    def _walkable_tiles(self) -> memoryview:
+        """1 where the remembered tile is walkable, by flat index (`_flat`), kept as the memory is written:
+        it spares a search a lookup per tile. A search only steps onto walkable tiles, and those lie at least
         the memory's margin inside its edge (odometry stays within the 64-tile world), so every neighbour
         it looks at is inside the memory."""
-        return self._tiles.tobytes().translate(_WALKABLE_TABLE)
+        dirty = self._walkable_dirty
+        if dirty is None:
+            self._walkable_tiles_view[:] = self._tiles.tobytes().translate(_WALKABLE_TABLE)
+            self._walkable_dirty = []
+        else:
+            for x0, x1, y0, y1 in dirty:
+                self._walkable[x0:x1, y0:y1] = _WALKABLE_OF[self._memory[x0:x1, y0:y1]]
+            dirty.clear()
+        return self._walkable_tiles_view
 
     def _creature_positions(self) -> set[Pos]:
         px, py = self.pos
@@ -703,8 +759,11 @@ class GameAPI:
         start = _flat(self.pos)
         previous: dict[int, tuple[int, str] | None] = {start: None}
         queue = deque([start])
-        blocked = {_flat(p) for p in self._creature_positions()}
-        walkable = self._walkable_tiles()
+        # 1 where the search may still step: walkable, free of creatures, not reached yet (one test per tile)
+        free = bytearray(self._walkable_tiles())
+        for at in {_flat(p) for p in self._creature_positions()}:
+            free[at] = 0
+        free[start] = 0
         steps = [(d[0] * _MEMORY_SIZE + d[1], move) for d, move in (moves or MOVE_FOR_DIRECTION.items())]
         while queue and (limit is None or len(previous) < limit):
             cur = queue.popleft()
@@ -712,10 +771,10 @@ class GameAPI:
                 return _unwind(previous, cur)
             for delta, move in steps:
                 nxt = cur + delta
-                if nxt in previous or nxt in blocked or not walkable[nxt]:
-                    continue
-                previous[nxt] = (cur, move)
-                queue.append(nxt)
+                if free[nxt]:
+                    free[nxt] = 0
+                    previous[nxt] = (cur, move)
+                    queue.append(nxt)
         return None
 
 

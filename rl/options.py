@@ -103,6 +103,7 @@ class CodedActionsWrapper(GameForwarding):
         self.failure_counts = {a.name: 0 for a in self.coded_actions}
         self.allowance: StepAllowance | None = None
         self._longest_call = max((a.max_steps for a in self.coded_actions), default=1)
+        self._game = None  # the game object of this episode, looked up once per reset (see `game`)
 
     def close(self):
         close = getattr(self.driver, "close", None)
@@ -128,7 +129,9 @@ class CodedActionsWrapper(GameForwarding):
         return drive(self._mask_steps())
 
     def _mask_steps(self) -> Generator[Any, None, np.ndarray]:
-        answer = ask_later(self.driver, "mask", self.game)
+        if self._game is None:
+            self._game = self.game
+        answer = ask_later(self.driver, "mask", self._game)
         yield answer
         mask = np.ones(self.n_actions, dtype=bool)
         mask[self.n_primitive:] = answer.get()  # a raising precondition masks its action
@@ -136,6 +139,7 @@ class CodedActionsWrapper(GameForwarding):
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         obs, info = self.env.reset(seed=seed, options=options)
+        self._game = None  # an env may build a new game object on reset
         info = dict(info)
         info.update(primitive_steps=0, option_reward=0.0, coded_call="", coded_error="",
                     action_mask=self.action_mask())

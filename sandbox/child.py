@@ -12,7 +12,8 @@ Then it serves requests:
                          (with "in": 'main > go_to' when the functions the call is in changed)
     advance {sync}       the step's observation; the call's next action -> the same
     finish {}            close the open call (its `finally` runs) -> {"r": "ok"}
-    mask {sync}          every action's precondition -> {"r": "mask", "v": [bool, ...]}
+    sync {sync}          observations the mirror missed, nothing else -> {"r": "ok"}
+    mask {sync}          every action's precondition -> {"r": "mask", "v": "0110..."} (a digit per action)
     shape {prev, curr}   the reward-shaping bonus -> {"r": "value", "v": float} or an error
     (`print` in agent code sends {"print": text} before the reply, and a helper of the game API that stops
     short during a call sends {"refusal": why} (GameAPI.last_refusal) before it too)
@@ -23,7 +24,6 @@ the reward or the step count, so whatever the code does here it can only choose 
 
 from __future__ import annotations
 
-import contextlib
 import math
 import signal
 import sys
@@ -50,25 +50,29 @@ class CodeTimeout(Exception):
     """The agent's code ran too long without answering (raised where it was, so the error has its line)."""
 
 
-@contextlib.contextmanager
-def interrupt_after(seconds: float):
+class StepTimer:
     """A courtesy for honest code: an endless loop gets an error naming its line. Code that catches it is
-    killed by the host at the deadline all the same."""
-    def on_alarm(signum, frame):
-        raise CodeTimeout(f"no action yielded within {seconds:g} s (an endless loop?)")
+    killed by the host at the deadline all the same. The handler is installed once (installing it per
+    request cost more than the mask it guarded); each request only arms and disarms the timer."""
 
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        signal.signal(signal.SIGALRM, self._on_alarm)
+
+    def _on_alarm(self, signum, frame):
+        raise CodeTimeout(f"no action yielded within {self.seconds:g} s (an endless loop?)")
+
+    def arm(self) -> None:
+        signal.setitimer(signal.ITIMER_REAL, self.seconds)
+
+    @staticmethod
+    def disarm() -> None:
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 class Server:
     def __init__(self) -> None:
-        self.timer_s = 1.0
+        self.timer = StepTimer(1.0)
         self.game = GameAPI()
         self.stepper = CallStepper([])
         self.shaping: Callable[[dict, dict], float] | None = None
@@ -86,7 +90,7 @@ class Server:
     def confine(self, job: dict) -> dict:
         """Every layer, before any agent code: what this reports cannot have been written by that code."""
         limits = job["limits"]
-        self.timer_s = TIMER_SHARE * float(limits["step_timeout_s"])
+        self.timer.seconds = TIMER_SHARE * float(limits["step_timeout_s"])
         applied = confine.confine(int(limits["memory_mb"]), int(limits["cpu_s"]), int(limits["file_size_mb"]))
         return {"r": "confined", "v": applied}
 
@@ -127,8 +131,11 @@ class Server:
 
     def handle(self, request: dict) -> dict:
         try:
-            with interrupt_after(self.timer_s):
+            self.timer.arm()
+            try:
                 reply = self._handle(request)
+            finally:
+                self.timer.disarm()
         except CodeTimeout as exc:  # raised between the agent's frames, outside their own handlers
             return {"r": "error", "v": str(exc)}
         except Exception as exc:  # e.g. an object of the agent's whose text representation raises
@@ -148,11 +155,13 @@ class Server:
         elif op == "advance":
             kind, value = self.stepper.advance()
             self.tell_refusals()
+        elif op == "sync":  # only the observations it brought (masks read on the host side)
+            kind, value = "ok", None
         elif op == "finish":
             self.stepper.finish()
             kind, value = "ok", None
         elif op == "mask":
-            kind, value = "mask", self.stepper.mask(self.game)
+            kind, value = "mask", "".join("1" if ok else "0" for ok in self.stepper.mask(self.game))
         elif op == "shape":
             kind, value = self.shape(request["prev"], request["curr"])
         else:

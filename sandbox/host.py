@@ -30,6 +30,7 @@ from typing import Any
 from envs.coded import ActionSpec, OptionOutcome, Reply, run_option
 from sandbox import launch
 from sandbox.lint import lint_enforced
+from sandbox.preconditions import Check, host_preconditions
 from sandbox.wire import MAX_FROM_CHILD, FrameReader, ProtocolError, clean_text, obs_to_wire, write_frame
 
 log = logging.getLogger("rlgpt.sandbox")
@@ -42,6 +43,7 @@ MAX_PRINTS_PER_CALL = 10_000  # print lines passed on per call (the trace keeps 
 MAX_PRINTS_PER_REQUEST = 10_000
 MAX_BYTES_PER_REQUEST = 16 << 20
 _READ_GRACE_S = 0.05  # to read an answer that is due already (see AgentCode._receive)
+MIRROR_LAG = 256  # steps the mirror may miss while masks are read here (well inside GameAPI's sync window)
 _warned: set[str] = set()
 # The sets of missing layers this run has warned about (';'-separated), for the processes it starts later
 # (PPO's workers, a local Ray): set by the process that warned, so that a run warns once, not once per worker.
@@ -103,11 +105,14 @@ class AgentCode:
     """Agent-written coded actions (and optionally a reward-shaping function) behind the boundary."""
 
     def __init__(self, sources: list[str] | tuple[str, ...] = (), shaping: str | None = None,
-                 limits: SandboxLimits | None = None):
+                 limits: SandboxLimits | None = None, host_masks: bool = True):
         self.sources = list(sources)
         self.shaping_source = shaping
         self.limits = limits or SandboxLimits()
         self.specs: list[ActionSpec] = []
+        self._any_precondition = False
+        self.host_masks = host_masks
+        self._host_checks: list[Check] | None = None  # the mask's checks, where the host reads them itself
         self.layers: dict[str, object] = {}  # isolation layer -> True, or why it is missing
         self.restarts = 0
         self._given_up = False
@@ -193,15 +198,26 @@ class AgentCode:
         return self.mask_later(game).get()
 
     def mask_later(self, game) -> Pending:
-        if not any(s.has_precondition for s in self.specs):
+        if not self._any_precondition:
             return Pending(None, [True] * len(self.specs))
         if not self._ensure():
             return Pending(None, [False] * len(self.specs))
+        if self._host_checks is not None:  # no round trip (sandbox.preconditions)
+            self._keep_mirror_in_reach(game)
+            return Pending(None, [check(game) for check in self._host_checks])
         return self._request({"op": "mask"}, game, self._mask_answer)
+
+    def _keep_mirror_in_reach(self, game) -> None:
+        """With masks read here, the sandbox's mirror hears of primitive steps only when the next call begins.
+        Before it lags so far that only the memory map could bring it back (losing the helpers' random
+        stream, GameAPI._catch_up), it gets the steps it missed: one message for many steps."""
+        point = self._in_flight[3] if self._in_flight is not None else self._point
+        if game._missed_by(point) >= MIRROR_LAG:
+            self._request({"op": "sync"}, game, lambda answer: None)
 
     def _mask_answer(self, answer: Reply | None) -> list[bool]:
         if answer is not None and answer[0] == "mask" and _is_mask(answer[1], len(self.specs)):
-            return [bool(v) for v in answer[1]]
+            return [digit == "1" for digit in answer[1]]
         if answer is not None:
             self._fail(f"the sandbox answered a mask request with {clean_text(answer, 200)}")
         return [False] * len(self.specs)
@@ -331,10 +347,20 @@ class AgentCode:
             raise CodeRejected("load", f"the sandbox answered the load with {clean_text(answer, 300)}")
         if first:
             self.specs = specs
+            self._any_precondition = any(s.has_precondition for s in specs)
+            self._host_checks = self._checks_read_here(specs) if self.host_masks else None
         elif [s.name for s in specs] != self.names:
             self.close()
             raise CodeRejected("load", "the code defined different actions when it was loaded again")
         self._warn_missing_layers()
+
+    def _checks_read_here(self, specs: list[ActionSpec]) -> list[Check] | None:
+        """Every action's mask check when the host can read each precondition as data (sandbox.preconditions),
+        else None (the sandbox answers every mask)."""
+        readable = host_preconditions(self.sources)
+        if not self._any_precondition or any(s.has_precondition and s.name not in readable for s in specs):
+            return None
+        return [readable[s.name] if s.has_precondition else _always for s in specs]
 
     def _warn_missing_layers(self) -> None:
         missing = sorted(k for k, v in self.layers.items() if v is not True)
@@ -499,6 +525,10 @@ class Pending:
         return self.value
 
 
+def _always(game) -> bool:
+    return True
+
+
 def _is_call_step(answer: Reply) -> bool:
     kind, value = answer
     if kind == "end":
@@ -507,7 +537,8 @@ def _is_call_step(answer: Reply) -> bool:
 
 
 def _is_mask(value: Any, n: int) -> bool:
-    return isinstance(value, list) and len(value) == n and all(isinstance(v, bool) for v in value)
+    """A digit per action, 1 where its precondition holds (the compact form: a mask crosses every step)."""
+    return type(value) is str and len(value) == n and not value.strip("01")
 
 
 def _specs(value: Any) -> list[ActionSpec] | None:

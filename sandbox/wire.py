@@ -124,12 +124,13 @@ def obs_to_wire(obs: PlayerObservation) -> dict[str, Any]:
 
 
 def obs_from_wire(data: dict[str, Any]) -> PlayerObservation:
+    """The sandbox's side: the data comes from the trusted host, already of the right types, so it is taken as
+    it is (this runs once per step of every coded action)."""
     materials = np.frombuffer(bytes.fromhex(data["m"]), dtype=np.uint8).reshape(VIEW_WIDTH, VIEW_HEIGHT).copy()
     return PlayerObservation(
-        materials=materials, creatures=tuple((str(n), int(x), int(y)) for n, x, y in data["c"]),
-        inventory={str(k): int(v) for k, v in data["i"].items()}, facing=(int(data["f"][0]), int(data["f"][1])),
-        pos=(int(data["p"][0]), int(data["p"][1])), daylight=float(data["d"]), sleeping=bool(data["s"]),
-        episode_step=int(data["t"]), achievements=frozenset(str(a) for a in data["a"]))
+        materials=materials, creatures=tuple(map(tuple, data["c"])), inventory=data["i"],
+        facing=tuple(data["f"]), pos=tuple(data["p"]), daylight=data["d"], sleeping=data["s"],
+        episode_step=data["t"], achievements=frozenset(data["a"]))
 
 
 # ---- text from the untrusted side -----------------------------------------------------------

@@ -250,8 +250,9 @@ def test_mask_asks_the_preconditions_and_no_round_trip_without_any():
               "@coded_action(precondition=lambda game: game.has('wood'))\n"
               "def place(game):\n    yield 'place_table'\n" + WALK)
     env = _env()
-    with AgentCode([source]) as code:
-        assert code.mask(env.game) == [False, True]
+    for host_masks in (True, False):  # read on the trusted side (sandbox.preconditions), or asked
+        with AgentCode([source], host_masks=host_masks) as code:
+            assert code.mask(env.game) == [False, True]
     with AgentCode([WALK]) as code:
         code.close()  # no process: the answer cannot have come from it
         assert code.mask(env.game) == [True]
@@ -265,7 +266,8 @@ def test_an_answer_read_late_counts():
               "@coded_action(precondition=lambda game: game.has('wood'))\n"
               "def place(game):\n    yield 'place_table'\n" + WALK)
     env = _env()
-    with AgentCode([source], limits=SandboxLimits(step_timeout_s=0.3)) as code:
+    # masks answered by the sandbox (host_masks=False), so that the mask request crosses too
+    with AgentCode([source], limits=SandboxLimits(step_timeout_s=0.3), host_masks=False) as code:
         later = code.mask_later(env.game)
         time.sleep(0.8)  # the host steps other envs meanwhile
         assert later.get() == [False, True]
