@@ -25,7 +25,7 @@ from typing import Any, Protocol
 AGENT_CODE_FILENAME = "<agent-code>"  # the filename agent source is compiled under
 DEFAULT_MAX_STEPS = 200
 RUNNING_DEPTH = 6  # nested calls named in CallStepper.running
-DEFAULT_STEP_TIMEOUT_S = 2.0  # wall-clock limit for the code between two yields (the sandbox enforces it)
+DEFAULT_STEP_TIMEOUT_S = 2.0  # CPU-time limit for the code between two yields (the sandbox enforces it)
 
 
 @dataclass

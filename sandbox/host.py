@@ -29,6 +29,7 @@ from typing import Any
 
 from envs.coded import ActionSpec, OptionOutcome, Reply, run_option
 from sandbox import launch
+from sandbox.deadline import MAX_WALL_FACTOR, RequestDeadline, cpu_seconds
 from sandbox.lint import lint_enforced
 from sandbox.preconditions import Check, host_preconditions
 from sandbox.wire import MAX_FROM_CHILD, FrameReader, ProtocolError, clean_text, obs_to_wire, write_frame
@@ -128,8 +129,9 @@ class AgentCode:
         self._prints = 0
         self.running = ""  # the functions the open call is in, as its last answer said ('main > go_to')
         self._pending: Pending | None = None  # the answer of a request sent and not read yet (*_later)
-        # the request sent and not answered yet: (deadline, timeout, kind, the game state it brought)
-        self._in_flight: tuple[float, float, str, Any] | None = None
+        # the request sent and not answered yet: (its deadline, its kind, the game state it brought)
+        self._in_flight: tuple[RequestDeadline, str, Any] | None = None
+        self._tree: list[int] | None = None  # the process's pids, for its CPU time (_sandbox_cpu_s)
         self._start(first=True)
 
     # ---- what the code defines ------------------------------------------------------------
@@ -211,7 +213,7 @@ class AgentCode:
         """With masks read here, the sandbox's mirror hears of primitive steps only when the next call begins.
         Before it lags so far that only the memory map could bring it back (losing the helpers' random
         stream, GameAPI._catch_up), it gets the steps it missed: one message for many steps."""
-        point = self._in_flight[3] if self._in_flight is not None else self._point
+        point = self._in_flight[2] if self._in_flight is not None else self._point
         if game._missed_by(point) >= MIRROR_LAG:
             self._request({"op": "sync"}, game, lambda answer: None)
 
@@ -263,7 +265,7 @@ class AgentCode:
     def close(self) -> None:
         if self._proc is not None:
             launch.stop_process(self._proc)
-        self._proc, self._reader, self._point, self._in_flight = None, None, None, None
+        self._proc, self._reader, self._point, self._in_flight, self._tree = None, None, None, None, None
         pending, self._pending = self._pending, None
         if pending is not None:  # its answer will never come
             pending.value, pending.code = pending.read(None), None
@@ -396,29 +398,28 @@ class AgentCode:
                 message = dict(message, sync=dict(update, observe=[obs_to_wire(o) for o in update["observe"]]))
         self._next_id += 1
         message = dict(message, id=self._next_id)
-        timeout = timeout or self.limits.step_timeout_s
-        deadline = time.monotonic() + timeout
+        clock = RequestDeadline(timeout or self.limits.step_timeout_s, time.monotonic(), self._sandbox_cpu_s)
         try:
-            write_frame(self._proc.stdin.fileno(), message, deadline)
+            write_frame(self._proc.stdin.fileno(), message, clock.deadline)
         except ProtocolError as exc:
-            self._protocol_failed(exc, timeout, kind)
+            self._protocol_failed(exc, clock, kind)
             return False
-        self._in_flight = (deadline, timeout, kind, point)
+        self._in_flight = (clock, kind, point)
         return True
 
     def _receive(self) -> Reply | None:
         """The answer of the request in flight (`_send`); None when the process failed."""
         if self._in_flight is None or self._reader is None:
             return None
-        deadline, timeout, kind, point = self._in_flight
+        clock, kind, point = self._in_flight
         self._in_flight = None
         # An answer that came while this process did other work counts as on time: the process had its
         # whole deadline, and a read of what is there already is instant.
-        deadline = max(deadline, time.monotonic() + _READ_GRACE_S)
-        received, prints = self._reader.received, 0
+        clock.deadline = max(clock.deadline, time.monotonic() + _READ_GRACE_S)
+        received, prints, heard = self._reader.received, 0, self._reader.bytes_read
         try:
             while True:
-                answer = self._reader.read(deadline)  # the deadline holds on every read, full pipe or not
+                answer = self._read_frame(clock, heard)  # the deadline holds on every read, full pipe or not
                 aside = "print" in answer or "refusal" in answer  # said along the way, before the answer
                 prints += aside
                 flood = self._flood(prints, self._reader.received - received)
@@ -432,10 +433,10 @@ class AgentCode:
                     self._printed(answer["print"])
                 elif self._on_refusal is not None:
                     self._on_refusal(clean_text(answer["refusal"], 300))
-                if time.monotonic() >= deadline:  # and on every frame
+                if time.monotonic() >= clock.deadline:  # and on every frame (the process is talking)
                     raise ProtocolError("no answer before the deadline", timed_out=True)
         except ProtocolError as exc:
-            self._protocol_failed(exc, timeout, kind)
+            self._protocol_failed(exc, clock, kind)
             return None
         if answer.get("id") != self._next_id or not isinstance(answer.get("r"), str):
             self._fail("the sandbox process answered out of turn (the code wrote to its channel)")
@@ -449,9 +450,35 @@ class AgentCode:
         # of other shapes are checked by each caller, and the texts in them cleaned there)
         return answer["r"], clean_text(value) if isinstance(value, str) else value
 
-    def _protocol_failed(self, exc: ProtocolError, timeout: float, kind: str) -> None:
+    def _read_frame(self, clock: RequestDeadline, heard: int) -> dict:
+        """The next frame, waiting as long as the request's deadline allows (sandbox.deadline). A process that
+        has sent anything since the request (`heard`: the reader's bytes then) is running, not starved: for it
+        the deadline does not move (a print flood that keeps the pipe full is stopped on time)."""
+        assert self._reader is not None  # checked by _receive
+        while True:
+            try:
+                return self._reader.read(clock.read_until())
+            except ProtocolError as exc:
+                talking = self._reader.bytes_read != heard
+                if not (exc.timed_out and (clock.keep_waiting(time.monotonic()) if not talking
+                                           else time.monotonic() < clock.deadline)):
+                    raise
+
+    def _sandbox_cpu_s(self) -> float | None:
+        """CPU seconds the sandbox's processes (bubblewrap's and the Python under it) have used so far."""
+        if self._proc is None:
+            return None
+        if self._tree is None:  # the tree is complete once the process answered: found once per process
+            self._tree = [self._proc.pid, *launch.descendants(self._proc.pid)]
+        return cpu_seconds(self._tree)
+
+    def _protocol_failed(self, exc: ProtocolError, clock: RequestDeadline, kind: str) -> None:
         self.last_failure_timed_out = exc.timed_out
-        if exc.timed_out:
+        timeout = clock.timeout
+        if exc.timed_out and clock.starved_to_the_cap:
+            self._fail(f"no answer within {timeout * MAX_WALL_FACTOR:g} s, though the code computed for less than "
+                       f"{timeout:g} s of it: code that sleeps or blocks instead of answering")
+        elif exc.timed_out:
             self._fail(f"no answer within {timeout:g} s: an endless loop, or code that does not yield"
                        if kind == "request" else
                        f"timed out after {timeout:g} s while loading: the top level never finished")

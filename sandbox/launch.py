@@ -162,7 +162,7 @@ def start_process() -> subprocess.Popen:
     return proc
 
 
-def _descendants(root: int) -> list[int]:
+def descendants(root: int) -> list[int]:
     """Every live process below `root` (bwrap's namespace init and the sandboxed Python under it)."""
     parents: dict[int, int] = {}
     for entry in os.listdir("/proc"):
@@ -201,7 +201,7 @@ def stop_process(proc: subprocess.Popen) -> None:
     the process that started it: a forked worker's copy of the handle leaves the parent's sandbox alone)."""
     if getattr(proc, "owner_pid", None) != os.getpid():
         return
-    below = _descendants(proc.pid) if proc.poll() is None and os.path.isdir("/proc") else []
+    below = descendants(proc.pid) if proc.poll() is None and os.path.isdir("/proc") else []
     for pid in below:  # bwrap's inner processes live in their own session: the group kill misses them
         try:
             os.kill(pid, 9)

@@ -60,6 +60,7 @@ class FrameReader:
         self.max_bytes = max_bytes
         self.frames = 0      # frames handed out so far, and their bytes (headers included): the host caps
         self.received = 0    # what one request may send with these
+        self.bytes_read = 0  # every byte read, partial frames included: whether the other side is talking
         self._buffer = bytearray()
 
     def read(self, deadline: float | None) -> dict[str, Any]:
@@ -96,6 +97,7 @@ class FrameReader:
         if not chunk:
             raise ProtocolError("the other side closed the channel")
         self._buffer += chunk
+        self.bytes_read += len(chunk)
 
 
 def write_frame(fd: int, message: dict[str, Any], deadline: float | None = None) -> None:

@@ -42,6 +42,7 @@ import pytest
 
 from envs.crafter_env import ACTION_INDEX, CrafterEnv
 from sandbox import AgentCode, CodeRejected, SandboxLimits, checker_disabled, launch
+from sandbox.deadline import MAX_WALL_FACTOR
 from sandbox.lint import lint_enforced
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -51,6 +52,7 @@ ERROR_CAP = 4096 + 512     # clean_text's 4096 characters plus the trusted side'
 PRINT_CAP = 500
 MAX_PRINTS_PER_CALL = 10_000
 CALL_BOUND_S = FAST.step_timeout_s + 4.0   # one call, including killing a runaway process
+WAIT_BOUND_S = FAST.step_timeout_s * MAX_WALL_FACTOR + 4.0  # the same for code that waits without computing
 LOAD_BOUND_S = FAST.load_timeout_s + 8.0   # starting a process (a spare may still be importing) and loading
 ESCAPES = ("\x1b", "\x9b", "\x07", "\x00", "\x08", "\r")
 BEACON = "place_furnace"   # hostile code yields this only if an escape worked: it shows up as a step
@@ -1198,14 +1200,24 @@ LINT_OFF_LOOPS = {
 }
 
 
+WAITING_LOOPS = ("sleep", "block_on_stdin")  # silent and computing nothing: stopped at the wall cap
+
+
 @pytest.mark.parametrize("case", LINT_OFF_LOOPS)
 def test_runaway_code_without_the_lint_is_killed_in_bounded_time(world, case):
+    """The step deadline counts the code's CPU time (sandbox.deadline): code that computes, or sends anything,
+    is stopped once its step limit has passed; code that sleeps or blocks in silence at the wall cap,
+    MAX_WALL_FACTOR times the limit."""
     body = "def main(game):\n    yield \"noop\"\n" + textwrap.indent(textwrap.dedent(LINT_OFF_LOOPS[case]), "    ") \
         + "\n    yield \"noop\"\n"
     run = world.run(world.hostile(body), lint=False)
     world.check(run, expect_error=True)
     assert run.outcomes[0].steps == 1
-    assert run.elapsed[1] < CALL_BOUND_S
+    if case in WAITING_LOOPS:
+        assert "sleeps or blocks" in run.outcomes[0].error, run.outcomes[0].error
+        assert run.elapsed[1] < WAIT_BOUND_S
+    else:
+        assert run.elapsed[1] < CALL_BOUND_S
 
 
 FINALLY = {

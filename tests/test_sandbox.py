@@ -209,6 +209,46 @@ def test_endless_loop_is_killed_at_the_step_deadline_and_the_next_call_runs_in_a
         assert again.error is None and again.steps == 3 and code.restarts == 1
 
 
+def test_a_step_that_waits_for_a_core_is_not_taken_for_an_endless_loop():
+    """The step deadline counts the code's CPU time (sandbox.deadline): a sandbox stopped for 2.5 s in the
+    middle of a call (SIGSTOP, as a process starved on a busy machine), with a 1 s step limit, answers once
+    it runs again, and the call goes on in the same process. (Code that sleeps or blocks is still stopped,
+    at the wall cap: tests/test_hostile.py.)"""
+    import signal as signals
+    import threading
+
+    env = _env()
+    with AgentCode([WALK], limits=SandboxLimits(step_timeout_s=1.0)) as code:
+        assert code.begin("main", env.game) == ("act", "move_left")
+        tree = [code._proc.pid, *launch.descendants(code._proc.pid)]
+        for pid in tree:
+            os.kill(pid, signals.SIGSTOP)
+        threading.Timer(2.5, lambda: [os.kill(pid, signals.SIGCONT) for pid in tree]).start()
+        start = time.monotonic()
+        env.step(env.primitive_actions.index("move_left"))
+        assert code.advance(env.game) == ("act", "move_left")
+        assert time.monotonic() - start > 2.0 and code.restarts == 0 and code.last_failure is None
+
+
+@pytest.mark.parametrize("cpu_rate, stopped_at, starved", [
+    (1.0, 1.0, False),   # computes all the time: stopped at the plain deadline
+    (0.5, 1.75, False),  # half a core: stopped when it may have computed 1 s (all of the first 0.25 s counts)
+    (0.0, 5.0, True),    # computes nothing (sleeps, blocks, or never gets a core): stopped at the wall cap
+    (None, 1.0, False),  # its CPU time cannot be read: the wall clock decides, as before
+])
+def test_a_request_deadline_counts_cpu_time_within_a_wall_cap(cpu_rate, stopped_at, starved):
+    from sandbox.deadline import MAX_WALL_FACTOR, PROBE_S, RequestDeadline
+
+    now = [100.0]
+    clock = RequestDeadline(1.0, now[0], lambda: None if cpu_rate is None else 7.0 + cpu_rate * (now[0] - 100.0))
+    assert clock.read_until() == 100.0 + PROBE_S and clock.hard == 100.0 + MAX_WALL_FACTOR
+    while True:  # a reader that never gets an answer: it wakes at read_until() and asks whether to wait on
+        now[0] = clock.read_until()
+        if not clock.keep_waiting(now[0]):
+            break
+    assert now[0] - 100.0 == pytest.approx(stopped_at, abs=0.06) and clock.starved_to_the_cap == starved
+
+
 def test_memory_limit_stops_a_large_allocation_and_a_small_one_still_works():
     source = "def big(game):\n    block = [0] * (200 * 1024 * 1024)\n    yield 'noop'\n" + WALK
     with AgentCode([source], limits=SandboxLimits(memory_mb=64)) as code:
@@ -539,7 +579,7 @@ env = CrafterEnv("collect_wood")
 env.reset(seed=3)
 with AgentCode([sys.argv[2]]) as code:
     outcome = code.execute(env, "main", max_steps=3)
-    inner = launch._descendants(code._proc.pid)
+    inner = launch.descendants(code._proc.pid)
     def pid_ns(pid):
         try:
             return os.readlink(f"/proc/{pid}/ns/pid")

@@ -1,0 +1,81 @@
+"""When a request to the sandbox has run out of time: counted in the code's own CPU time, within a wall cap.
+
+A request gives the agent's code `timeout` seconds to answer (SandboxLimits.step_timeout_s: between two
+yields, a mask, a shaping value). On a loaded machine a process can wait for a core far longer than it
+computes. That happens when the code tests of one round run side by side, on a CI machine, or with PPO's
+workers. An honest step then missed a wall-clock deadline, and the model was told that its code loops.
+So the deadline counts the CPU time the sandbox's processes spend:
+
+- A request answered within PROBE_S costs nothing extra: nearly every request.
+- Past PROBE_S, the host reads the process tree's CPU time once (from /proc).
+- When `timeout` seconds of wall time have passed, the host reads it again. If the code has used less
+  than `timeout` seconds of CPU, the deadline moves on by what it has not used.
+- Never past `timeout * MAX_WALL_FACTOR` of wall time: code that sleeps or blocks without computing is
+  stopped there.
+- A process that sends anything during the request (a print, part of a frame) is evidently running: the
+  host does not move its deadline (sandbox.host; a print flood is stopped on time).
+
+Where /proc cannot be read, the wall-clock deadline holds, as it did before.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+PROBE_S = 0.25          # a request unanswered this long has its CPU time read
+MAX_WALL_FACTOR = 5.0   # of the timeout: the wall-clock time a request may take at most, however starved
+MIN_EXTENSION_S = 0.05  # a deadline moves on by at least this much (the CPU clock ticks in 10 ms)
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+class RequestDeadline:
+    """The deadline of one request sent at `sent` (time.monotonic()); `cpu()` is the sandbox's CPU seconds so
+    far, or None where they cannot be read."""
+
+    def __init__(self, timeout: float, sent: float, cpu: Callable[[], float | None]):
+        self.timeout, self.sent, self._cpu = timeout, sent, cpu
+        self.deadline = sent + timeout
+        self.hard = sent + timeout * MAX_WALL_FACTOR
+        self._probe: tuple[float, float | None] | None = None  # (when, CPU seconds then)
+        self.starved_to_the_cap = False  # the request used little CPU and was stopped at the wall cap
+
+    def read_until(self) -> float:
+        """How long a read may wait before `keep_waiting` is asked."""
+        if self._probe is None:
+            return min(self.deadline, self.sent + PROBE_S)
+        return self.deadline
+
+    def keep_waiting(self, now: float) -> bool:
+        """`read_until()` passed without an answer: whether to wait on (until the new `read_until()`)."""
+        if self._probe is None:
+            self._probe = (now, self._cpu())
+            return now < self.deadline
+        if now < self.deadline:
+            return True
+        when, then = self._probe
+        cpu = self._cpu() if then is not None else None
+        if cpu is None or then is None:
+            return False
+        # the CPU time spent before the probe is at most the wall time before it
+        used = cpu - then + (when - self.sent)
+        if used >= self.timeout:
+            return False
+        if now >= self.hard:
+            self.starved_to_the_cap = True
+            return False
+        self.deadline = min(self.hard, now + max(MIN_EXTENSION_S, self.timeout - used))
+        return True
+
+
+def cpu_seconds(pids: list[int]) -> float | None:
+    """User and system CPU seconds of these live processes together, from /proc; None when none can be read."""
+    total, read = 0.0, False
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        total += (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime (fields 14 and 15 of stat)
+        read = True
+    return total if read else None
