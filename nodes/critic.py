@@ -62,8 +62,12 @@ def verdict_rules(settings: RunSettings, inner: int, outer: int, kind: str) -> s
     """What the graph does with each verdict at this point of the loops, in plain words for the prompt."""
     outer_left = outer + 1 < settings.max_outer_iters
     trains_again = kind == "rl" and inner < settings.max_inner_iters
-    rules = [f"pass: the subtask is done with this attempt (a pass below the skill threshold "
-             f"{settings.skill_threshold:.0%} counts as revise)."]
+    # the threshold judges the kept attempt's own rate: for code tests that replay earlier skills, over the runs
+    # that reached the sub-action (nodes.attempt.results.judged_rate), which the critic must know to foresee the outcome
+    judged = "its success_given_start (its success_rate when no earlier skill plays first)" if kind == "code" \
+        else "its success_rate"
+    rules = [f"pass: the subtask is done with this attempt; a pass counts as revise when {judged} is below the "
+             f"skill threshold {settings.skill_threshold:.0%}."]
     if not outer_left:
         ends = "move ends it like fail" if trains_again else "revise and move end it like fail"
         rules.insert(0, f"This is the subtask's last outer iteration ({outer + 1} of {settings.max_outer_iters}): "
@@ -79,11 +83,7 @@ def verdict_rules(settings: RunSettings, inner: int, outer: int, kind: str) -> s
                                    if outer_left else "as fail."))
     rules.append("move: " + ("the slow agent moves the sub-action to the kind you name." if outer_left
                              else "no outer iteration is left: as fail."))
-    # the threshold judges the kept attempt's own rate: for code tests that replay earlier skills, over the runs
-    # that reached the sub-action (nodes.attempt.results.judged_rate), which the critic must know to foresee the outcome
-    judged = "its success_given_start (its success_rate when no earlier skill plays first)" if kind == "code" \
-        else "it"
-    rules.append(f"fail: the best attempt so far (the highest success_rate; the earlier on a tie) is kept and the "
+    rules.append(f"fail: the best attempt so far (the highest success_rate; the later on a tie) is kept and the "
                  f"run goes on to the next subtask when {judged} reaches the skill threshold "
                  f"{settings.skill_threshold:.0%}; below it the planner re-plans.")
     return "\n".join(f"- {r}" for r in rules)

@@ -222,7 +222,9 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCo
         "subtask": subtask, "task_description": TASKS[subtask].description, "mode": mode,
         "sub_action": sub_action, "decomposition": decomposition,
         "library": listing(lib.pool, lib.reach_name(), lib.prefix),
-        "examples": examples_for(sub_action.get("template")),
+        # the chain's own stay_alive, where tests replay earlier skills and the model has not replaced it
+        "examples": examples_for(sub_action.get("template"), chain_survival=bool(lib.prefix) and (
+            lib.pool.origin.get("stay_alive", {}).get("kind") == "built-in")),
         "last_attempt": state.get("last_attempt"), "feedback": (state.get("feedback") or {}).get("feedback"),
         "previous_attempt": _previous_attempt(state, mode, sub_action, lib),
         "limits": {"test_seeds": n_seeds, "max_steps_per_test": lib.max_steps, "budget_left": left,

@@ -20,7 +20,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from envs.tasks import TASKS
 from prompts.api_reference import api_reference, api_summary
 from prompts.facts import CriticFacts, FastFacts, PlannerFacts, SlowFacts
-from prompts.fewshot import BUILTIN_ACTIONS
+from prompts.fewshot import BUILTIN_ACTIONS, builtin_source
 from prompts.loader import render
 from prompts.rules import achievements, game_facts, recipes, rule_sheet
 
@@ -204,7 +204,10 @@ def _library(entries: list[Mapping[str, Any]]) -> str:
 
 
 def _examples(examples: Mapping[str, str]) -> str:
-    return "\n".join(f"### {name}\n```python\n{src.rstrip()}\n```" for name, src in examples.items())
+    def heading(name: str, src: str) -> str:  # an example that is a built-in's own source is what runs under its name
+        builtin = name in BUILTIN_ACTIONS and src.strip() == builtin_source(name).strip()
+        return f"### {name} (the built-in: the code that runs under this name)" if builtin else f"### {name}"
+    return "\n".join(f"{heading(name, src)}\n```python\n{src.rstrip()}\n```" for name, src in examples.items())
 
 
 def _last_attempt(last: Mapping[str, Any] | None, mode: str) -> tuple[str, str]:

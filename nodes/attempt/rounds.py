@@ -122,7 +122,8 @@ def record_round(state: Mapping[str, Any]) -> tuple[dict[str, Any], MeasuredResu
     result.update({"subtask": subtask, "sub_action": judged["name"], "outer_iter": state.get("outer_iter", 0),
                    "inner_iter": state.get("inner_iter", 0), **_artefacts(state, messages, result, judged)})
     best = dict(state.get("best") or {})
-    if subtask not in best or result["success_rate"] > best[subtask]["success_rate"]:
+    # the later on a tie: a revision that does as well keeps what the agents added since (helpers they call)
+    if subtask not in best or result["success_rate"] >= best[subtask]["success_rate"]:
         best[subtask] = result
     return {**update, "best": best, "results": [result], "last_result": result}, result
 
