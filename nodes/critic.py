@@ -83,9 +83,10 @@ def verdict_rules(settings: RunSettings, inner: int, outer: int, kind: str) -> s
                                    if outer_left else "as fail."))
     rules.append("move: " + ("the slow agent moves the sub-action to the kind you name." if outer_left
                              else "no outer iteration is left: as fail."))
-    rules.append(f"fail: the best attempt so far (the highest success_rate; the later on a tie) is kept and the "
-                 f"run goes on to the next subtask when {judged} reaches the skill threshold "
-                 f"{settings.skill_threshold:.0%}; below it the planner re-plans.")
+    ranking = "the highest success_rate, then success_given_start" if kind == "code" else "the highest success_rate"
+    rules.append(f"fail: the best attempt so far ({ranking}; the later on a tie) is kept and the run goes on to "
+                 f"the next subtask when {judged} reaches the skill threshold {settings.skill_threshold:.0%}; below "
+                 "it the planner re-plans.")
     return "\n".join(f"- {r}" for r in rules)
 
 

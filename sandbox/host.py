@@ -456,12 +456,18 @@ class AgentCode:
         the deadline does not move (a print flood that keeps the pipe full is stopped on time)."""
         assert self._reader is not None  # checked by _receive
         while True:
+            talking = self._reader.bytes_read != heard
             try:
-                return self._reader.read(clock.read_until())
+                return self._reader.read(clock.deadline if talking else clock.read_until())
             except ProtocolError as exc:
-                talking = self._reader.bytes_read != heard
-                if not (exc.timed_out and (clock.keep_waiting(time.monotonic()) if not talking
-                                           else time.monotonic() < clock.deadline)):
+                if not exc.timed_out:
+                    raise
+                now = time.monotonic()
+                if self._reader.bytes_read != heard:  # it talks (maybe began during this read): the plain deadline
+                    if now < clock.deadline:
+                        continue
+                    raise
+                if not clock.keep_waiting(now):
                     raise
 
     def _sandbox_cpu_s(self) -> float | None:

@@ -41,12 +41,16 @@ READ_CALLS = frozenset({"has", "can_afford", "can_collect", "can_make", "can_pla
 READ_PROPERTIES = frozenset({"inventory", "health", "food", "drink", "energy", "daylight", "sleeping",
                              "step_count", "achievements", "pos", "facing", "facing_pos", "creatures"})
 MAX_NODES = 48  # syntax nodes of one expression
-MAX_CALLS = 6   # calls of the game API in one expression
+MAX_CALLS = 6   # calls of the game API in one expression (a call inside a loop runs once per item: see generator)
+MAX_TEXT = 64   # characters of a string constant
+MAX_NEAR = 16   # is_near's distance: it looks at (2 * distance + 1) ** 2 tiles
+# What a loop may call the game API for each item of: collections of a few items (a recipe's stations or needs)
+SMALL_COLLECTIONS = frozenset({"stations", "requirements"})
 
 _COMPARE: dict[type, Callable[[Any, Any], Any]] = {
     ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Eq: operator.eq,
     ast.NotEq: operator.ne, ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
-    ast.Is: operator.is_, ast.IsNot: operator.is_not,
+    ast.Is: operator.is_, ast.IsNot: operator.is_not,  # only beside None, True or False (see compare)
 }
 _CONSTANT_TYPES = (str, int, float, bool, type(None))
 BUILTINS: dict[str, Callable[[Any], Any]] = {"len": len, "all": all, "any": any}  # the names an expression may call
@@ -72,7 +76,7 @@ def _translate_source(source: str) -> dict[str, Check]:
         return {}
     bindings = _bindings(tree)
     if any(bindings.get(name) for name in BUILTINS) \
-            or bindings.get("coded_action", 0) > _imports_of_coded_action(tree):
+            or bindings.get("coded_action", 0) > _imports_of_coded_action(tree) or _decorates_elsewhere(tree):
         return {}
     checks: dict[str, Check] = {}
     for node in tree.body:
@@ -107,6 +111,10 @@ def _bindings(tree: ast.Module) -> dict[str, int]:
                 bind(name)
         elif isinstance(node, ast.arg):
             bind(node.arg)
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            bind(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            bind(node.rest)
     return counts
 
 
@@ -114,6 +122,17 @@ def _imports_of_coded_action(tree: ast.Module) -> int:
     """`from envs.coded import coded_action` statements: the one binding of the name that changes nothing."""
     return sum(1 for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module == "envs.coded"
                for alias in node.names if alias.name == "coded_action" and alias.asname in (None, "coded_action"))
+
+
+def _decorates_elsewhere(tree: ast.Module) -> bool:
+    """Whether `coded_action` is used other than as a top-level function's decorator, or a precondition is
+    reached as an attribute: then the precondition a function ends up with is not certain from its decorator."""
+    decorators = {id(d.func) for node in tree.body if isinstance(node, ast.FunctionDef)
+                  for d in node.decorator_list if isinstance(d, ast.Call)}
+    return any(isinstance(node, ast.Name) and node.id == "coded_action" and id(node) not in decorators
+               and isinstance(node.ctx, ast.Load)
+               or isinstance(node, ast.Attribute) and node.attr in ("coded_action", "precondition")
+               for node in ast.walk(tree))
 
 
 def _decorator_precondition(node: ast.FunctionDef) -> ast.Lambda | None:
@@ -142,6 +161,7 @@ class _Translator:
         self.game = lam.args.args[0].arg
         self.body = lam.body
         self.nodes = self.calls = 0
+        self.in_loop, self.calls_allowed = False, True  # inside a generator, and whether it may call the game
 
     def check(self) -> Check:
         value = self.expr(self.body, frozenset())
@@ -161,6 +181,8 @@ class _Translator:
             raise _Untranslatable("too large")
         if isinstance(node, ast.Constant) and isinstance(node.value, _CONSTANT_TYPES):
             constant = node.value
+            if isinstance(constant, str) and len(constant) > MAX_TEXT:
+                raise _Untranslatable("long text")
             return lambda g, v: constant
         if isinstance(node, ast.Name) and node.id in names:
             name = node.id
@@ -205,9 +227,13 @@ class _Translator:
     def compare(self, node: ast.Compare, names: frozenset[str]) -> Node:
         left = self.expr(node.left, names)
         steps: list[tuple[Callable[[Any, Any], Any], Node]] = []
-        for op, comparator in zip(node.ops, node.comparators):
+        operands = [node.left, *node.comparators]
+        for i, (op, comparator) in enumerate(zip(node.ops, node.comparators)):
             if type(op) not in _COMPARE:
                 raise _Untranslatable("comparison")
+            # identity of other values depends on how Python built them (interned text, cached ints)
+            if isinstance(op, (ast.Is, ast.IsNot)) and not any(map(_singleton, operands[i:i + 2])):
+                raise _Untranslatable("identity")
             steps.append((_COMPARE[type(op)], self.expr(comparator, names)))
         if len(steps) == 1:  # the common case, without the chain's loop
             (compare, right), = steps
@@ -240,8 +266,12 @@ class _Translator:
             return lambda g, v: builtin(only(g, v))
         if isinstance(func, ast.Attribute) and self.is_game(func.value, names) and func.attr in READ_CALLS:
             self.calls += 1
-            if self.calls > MAX_CALLS:
+            if self.calls > MAX_CALLS or not self.calls_allowed:
                 raise _Untranslatable("too many calls")
+            if func.attr == "is_near" and len(node.args) > 1 and not (
+                    isinstance(node.args[1], ast.Constant) and type(node.args[1].value) is int
+                    and 0 <= node.args[1].value <= MAX_NEAR):
+                raise _Untranslatable("distance")
             args = [self.expr(a, names) for a in node.args]
             attr = func.attr
             constants = [_constant(a) for a in node.args]
@@ -254,7 +284,7 @@ class _Translator:
     def generator(self, node: ast.GeneratorExp, names: frozenset[str]) -> Node:
         """`(elt for name in iterable if ...)`, one `for` over a plain name: a generator, as Python makes it
         (the iterable read at once, each item's test and value when the consumer asks)."""
-        if len(node.generators) != 1:
+        if len(node.generators) != 1 or self.in_loop:
             raise _Untranslatable("nested loops")
         loop = node.generators[0]
         if loop.is_async or not isinstance(loop.target, ast.Name):
@@ -262,8 +292,17 @@ class _Translator:
         name = loop.target.id
         iterable = self.expr(loop.iter, names)
         inner = names | {name}
-        tests = [self.expr(test, inner) for test in loop.ifs]
-        elt = self.expr(node.elt, inner)
+        # the cost stays bounded: a loop over a literal or a recipe's few stations may call the game for each
+        # item; a loop over anything else (known tiles, a view) only compares
+        few = isinstance(loop.iter, (ast.Tuple, ast.List)) or (
+            isinstance(loop.iter, ast.Call) and isinstance(loop.iter.func, ast.Attribute)
+            and self.is_game(loop.iter.func.value, names) and loop.iter.func.attr in SMALL_COLLECTIONS)
+        self.in_loop, self.calls_allowed = True, few
+        try:
+            tests = [self.expr(test, inner) for test in loop.ifs]
+            elt = self.expr(node.elt, inner)
+        finally:
+            self.in_loop, self.calls_allowed = False, True
 
         def items(g: Any, v: Scope):
             for item in iterable(g, v):
@@ -290,3 +329,8 @@ def _constant(node: ast.expr) -> tuple[Any] | None:
         if all(item is not None for item in items):
             return (tuple(item[0] for item in items if item is not None),)
     return None
+
+
+def _singleton(node: ast.expr) -> bool:
+    """None, True or False written as a constant: the only values whose identity Python fixes."""
+    return isinstance(node, ast.Constant) and (node.value is None or node.value is True or node.value is False)

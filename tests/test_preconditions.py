@@ -137,11 +137,12 @@ def test_one_unreadable_precondition_leaves_every_mask_to_the_sandbox():
 
 
 def test_code_that_defeats_the_reading_changes_only_its_own_mask():
-    """The function's precondition replaced after its definition: the host reads the decorator's (always
-    true), the loaded code has another (always false). The mask allows the call; the sandbox checks the real
-    precondition when the call begins, so the call does nothing and costs one noop step, as any call whose
-    precondition fails."""
-    source = (_action("lambda game: True", name="sneak") + "sneak.precondition = lambda game: False\n")
+    """The function's precondition replaced after its definition, in a way the reading does not see (its
+    attribute reached through __dict__; the lint, off here, would refuse the name): the host reads the
+    decorator's (always true), the loaded code has another (always false). The mask allows the call; the
+    sandbox checks the real precondition when the call begins, so the call takes no step (in a training it
+    costs one noop, as any call whose precondition fails)."""
+    source = (_action("lambda game: True", name="sneak") + "sneak.__dict__['precondition'] = lambda game: False\n")
     env = _played_env()
     with checker_disabled(), AgentCode([source]) as code:  # the lint would refuse the assignment
         assert code._host_checks is not None and code.mask(env.game) == [True]
@@ -209,3 +210,30 @@ def test_training_with_masks_read_on_the_host_is_the_training_with_masks_asked(t
     assert read_here.coded_action_counts == asked.coded_action_counts
     assert sum(read_here.coded_action_counts.values()) > 20
     assert weights_a.keys() == weights_b.keys() and all(torch.equal(weights_a[k], weights_b[k]) for k in weights_a)
+
+
+@pytest.mark.parametrize("source", [
+    # a loop inside a loop, a long text, a far is_near: unbounded work on the trusted side, which gives these
+    # checks no deadline
+    _action("lambda game: any(any(a != b for b in 'ab') for a in 'ab')"),
+    _action("lambda game: 'x' in '" + "a" * 100 + "'"),
+    _action("lambda game: game.is_near('diamond', 1000)"),
+    _action("lambda game: game.is_near('diamond', game.step_count)"),
+    # a loop over a long collection that calls the game for each item
+    _action("lambda game: any(game.is_near('water') for p in game.known('grass'))"),
+    # identity of values Python may or may not share
+    _action("lambda game: game.facing_material() is 'grass'"),
+    # a name bound by a match pattern, and coded_action called a second time
+    "match 0:\n    case any:\n        pass\n" + _action("lambda game: any(x for x in (1, 2))"),
+    _action("lambda game: False") + "coded_action(precondition=lambda game: True)(act)\n",
+])
+def test_what_could_cost_without_bound_or_differ_from_python_stays_with_the_sandbox(source):
+    assert host_preconditions([source]) == {}
+
+
+def test_a_loop_over_a_recipes_stations_may_ask_the_game_and_a_loop_over_tiles_may_compare():
+    checks = host_preconditions([
+        _action("lambda game: all(len(game.known(s)) > 0 for s in game.stations('wood_pickaxe'))", name="a"),
+        _action("lambda game: any(p[0] > 0 for p in game.known('tree'))", name="b"),
+        _action("lambda game: game.facing_material() is not None and game.is_near('tree', 3)", name="c")])
+    assert set(checks) == {"a", "b", "c"}

@@ -230,6 +230,20 @@ def test_a_step_that_waits_for_a_core_is_not_taken_for_an_endless_loop():
         assert time.monotonic() - start > 2.0 and code.restarts == 0 and code.last_failure is None
 
 
+def test_code_that_prints_and_then_computes_for_a_while_is_answered():
+    """A process that has talked during a request keeps the plain deadline and is read on until it (the CPU
+    probe never comes for it): an honest step that prints, then computes for more than the probe's 0.25 s,
+    gets its answer read."""
+    source = ("def slow(game):\n    yield 'noop'\n    print('thinking')\n    n = 0\n"
+              "    for i in range(8_000_000):\n        n += i\n    yield 'noop'\n")
+    env, prints = _env(), []
+    with AgentCode([source], limits=SandboxLimits(step_timeout_s=5.0)) as code:
+        start = time.monotonic()
+        outcome = code.execute(env, "slow", max_steps=5, on_print=prints.append)
+        assert outcome.error is None and outcome.steps == 2 and prints == ["thinking"]
+        assert time.monotonic() - start < 4.0
+
+
 @pytest.mark.parametrize("cpu_rate, stopped_at, starved", [
     (1.0, 1.0, False),   # computes all the time: stopped at the plain deadline
     (0.5, 1.75, False),  # half a core: stopped when it may have computed 1 s (all of the first 0.25 s counts)

@@ -12,7 +12,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 
-from nodes.attempt.results import CODE_TOOL, TRAIN_TOOL, last_tool_calls, round_result, steps_of
+from nodes.attempt.results import CODE_TOOL, TRAIN_TOOL, judged_rate, last_tool_calls, round_result, steps_of
 from nodes.entries import CodeVersion, DecompositionEntry, MeasuredResult, SubActionEntry, coded, learned
 from nodes.skills.pool import function_names
 from nodes.skills.records import prerequisite_achievements, replaced_names
@@ -122,8 +122,9 @@ def record_round(state: Mapping[str, Any]) -> tuple[dict[str, Any], MeasuredResu
     result.update({"subtask": subtask, "sub_action": judged["name"], "outer_iter": state.get("outer_iter", 0),
                    "inner_iter": state.get("inner_iter", 0), **_artefacts(state, messages, result, judged)})
     best = dict(state.get("best") or {})
-    # the later on a tie: a revision that does as well keeps what the agents added since (helpers they call)
-    if subtask not in best or result["success_rate"] >= best[subtask]["success_rate"]:
+    # by the plain rate, then the judged one (nodes.attempt.results.judged_rate); the later on a full tie: a
+    # revision that does as well keeps what the agents added since (helpers they call)
+    if subtask not in best or _standing(result) >= _standing(best[subtask]):
         best[subtask] = result
     return {**update, "best": best, "results": [result], "last_result": result}, result
 
@@ -137,3 +138,8 @@ def measure_event(result: Mapping[str, Any], verdict: str) -> dict[str, Any]:
     """The events-log entry of a measured round: its numbers and what was decided on them ('repair' when
     the fast agent repairs from it, else the critic's verdict)."""
     return {"type": "measure", **{k: result.get(k) for k in MEASURE_FIELDS}, "verdict": verdict}
+
+
+def _standing(result: Mapping[str, Any]) -> tuple[float, float]:
+    """How attempts at one subtask rank for the one kept: the plain rate, then the judged rate."""
+    return float(result.get("success_rate") or 0.0), judged_rate(result)
