@@ -64,8 +64,8 @@ def verdict_rules(settings: RunSettings, inner: int, outer: int, kind: str) -> s
     trains_again = kind == "rl" and inner < settings.max_inner_iters
     # the threshold judges the kept attempt's own rate: for code tests that replay earlier skills, over the runs
     # that reached the sub-action (nodes.attempt.results.judged_rate), which the critic must know to foresee the outcome
-    judged = "its success_given_start (its success_rate when no earlier skill plays first)" if kind == "code" \
-        else "its success_rate"
+    judged = ("its success_given_start (its success_rate when no earlier skill plays first, or when no test run "
+              "reached the action)") if kind == "code" else "its success_rate"
     rules = [f"pass: the subtask is done with this attempt; a pass counts as revise when {judged} is below the "
              f"skill threshold {settings.skill_threshold:.0%}."]
     if not outer_left:

@@ -48,7 +48,8 @@ def measure(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Litera
     measured = current.get("last_result") or {}
     update["last_attempt"] = {
         **(state.get("last_attempt") or {}), "report": report_text(current),
-        "result": {k: measured.get(k) for k in ("success_rate", "success_given_start", "outcomes", "per_seed")}}
+        "result": {k: measured.get(k) for k in ("success_rate", "success_given_start", "started", "episodes",
+                                                "prerequisites", "outcomes", "per_seed")}}
     passed = bool(measured) and meets_target(measured, settings.target_success)
     if passed or int(state.get("inner_iter", 0)) >= settings.max_inner_iters:
         return Command(goto="critic", update=update)

@@ -74,6 +74,9 @@ class AttemptResult(TypedDict, total=False):
 
     success_rate: float
     success_given_start: float | None
+    started: int                 # runs that reached the judged action (of `episodes`)
+    episodes: int
+    prerequisites: list[str]     # achievements the replayed chain unlocks first (empty: nothing replayed)
     outcomes: dict[str, int]
     per_seed: list[dict[str, Any]]
 

@@ -221,8 +221,15 @@ def _last_attempt(last: Mapping[str, Any] | None, mode: str) -> tuple[str, str]:
         title += " and what happened"
         fix = ("the code (code sent again unchanged is not tested again: the critic judges it)" if mode == "code"
                else "the configuration")
-        body += (f"Report:\n{clip(str(last['report']).rstrip(), REPORT_CHARS)}\n"
-                 f"Find the cause of the failure in the report and fix it in {fix}.")
+        result = last.get("result") or {}
+        if mode == "code" and result.get("prerequisites") and result.get("episodes") and not result.get("started"):
+            # nothing of the code was judged: asking to fix it would send the model after a cause not in it
+            ask = ("No test run reached your action: every run ended in the chain before it (earlier skills and "
+                   "the stay_alive between their steps), so the report says nothing about your code. What can "
+                   "change that is a `stay_alive` you write, which replaces the chain's in every skill's play.")
+        else:
+            ask = f"Find the cause of the failure in the report and fix it in {fix}."
+        body += f"Report:\n{clip(str(last['report']).rstrip(), REPORT_CHARS)}\n{ask}"
     if last.get("revision") is not None:
         title += f" (revision {last['revision']} of {last.get('max_revisions', '?')})"
     return title, body

@@ -346,3 +346,20 @@ def test_the_critic_hears_when_few_runs_reached_the_judged_action():
     assert "Only 1 of 8 test runs reached the action" in few
     most = _target_verdict({"meets_target": True, "judged_count": (6, 6), "result": {"episodes": 8}})
     assert "Only" not in most
+
+
+def test_a_repair_prompt_does_not_ask_to_fix_code_that_no_run_reached():
+    """When every test run ended in the chain before the action, the fast agent is told so, and pointed at
+    what can change it, not asked to find the cause in its own code (a capable answerer spent three
+    revisions on such reports)."""
+    from prompts.templates import _last_attempt
+
+    last = {"sub_action": "collect_diamond", "code": "def collect_diamond(game):\n    yield 'do'\n",
+            "max_steps": 100, "report": "code tests on 8 seeds: 8 died"}
+    unreached = {**last, "result": {"started": 0, "episodes": 8, "prerequisites": ["collect_wood"]}}
+    reached = {**last, "result": {"started": 3, "episodes": 8, "prerequisites": ["collect_wood"]}}
+    _, body = _last_attempt(unreached, "code")
+    assert "No test run reached your action" in body and "fix it in" not in body
+    for other in (reached, last):
+        _, body = _last_attempt(other, "code")
+        assert "Find the cause of the failure in the report and fix it in the code" in body
