@@ -113,7 +113,7 @@ class AgentCode:
         self.specs: list[ActionSpec] = []
         self._any_precondition = False
         self.host_masks = host_masks
-        self._host_checks: list[Check] | None = None  # the mask's checks, where the host reads them itself
+        self._checks: list[Check] | None | bool = False  # _host_checks once read (False: not yet)
         self.layers: dict[str, object] = {}  # isolation layer -> True, or why it is missing
         self.restarts = 0
         self._given_up = False
@@ -204,9 +204,10 @@ class AgentCode:
             return Pending(None, [True] * len(self.specs))
         if not self._ensure():
             return Pending(None, [False] * len(self.specs))
-        if self._host_checks is not None:  # no round trip (sandbox.preconditions)
+        checks = self._host_checks
+        if checks is not None:  # no round trip (sandbox.preconditions)
             self._keep_mirror_in_reach(game)
-            return Pending(None, [check(game) for check in self._host_checks])
+            return Pending(None, [check(game) for check in checks])
         return self._request({"op": "mask"}, game, self._mask_answer)
 
     def _keep_mirror_in_reach(self, game) -> None:
@@ -350,17 +351,26 @@ class AgentCode:
         if first:
             self.specs = specs
             self._any_precondition = any(s.has_precondition for s in specs)
-            self._host_checks = self._checks_read_here(specs) if self.host_masks else None
         elif [s.name for s in specs] != self.names:
             self.close()
             raise CodeRejected("load", "the code defined different actions when it was loaded again")
         self._warn_missing_layers()
 
+    @property
+    def _host_checks(self) -> list[Check] | None:
+        """The mask's checks where the host reads every precondition itself, else None. Read on first use:
+        only trainings ask for masks, and a code test or an evaluation need not parse its program for them."""
+        if self._checks is False:
+            self._checks = self._checks_read_here(self.specs) if self.host_masks else None
+        return self._checks  # type: ignore[return-value]  # no longer False
+
     def _checks_read_here(self, specs: list[ActionSpec]) -> list[Check] | None:
         """Every action's mask check when the host can read each precondition as data (sandbox.preconditions),
         else None (the sandbox answers every mask)."""
+        if not self._any_precondition:
+            return None
         readable = host_preconditions(self.sources)
-        if not self._any_precondition or any(s.has_precondition and s.name not in readable for s in specs):
+        if any(s.has_precondition and s.name not in readable for s in specs):
             return None
         return [readable[s.name] if s.has_precondition else _always for s in specs]
 
