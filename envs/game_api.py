@@ -731,12 +731,19 @@ class GameAPI:
                 f"player is at {_xy(self.pos)})")
 
     def _path_to_spot_near(self, materials: list[str], limit: int = 4000) -> list[str] | None:
-        wanted = [MATERIAL_IDS.get(m) for m in materials]  # a name that is no material is never near
-        tiles = self._tiles
+        wanted = [MATERIAL_IDS.get(m) for m in materials]
+        if None in wanted:  # a name that is no material is never near: no tile is a goal
+            return None
+        t = self._tiles
+        s = _MEMORY_SIZE
 
-        def near_all(at: int) -> bool:
-            around = {tiles[at + dx * _MEMORY_SIZE + dy] for dx in (-1, 0, 1) for dy in (-1, 0, 1)}
-            return all(m in around for m in wanted)
+        def near_all(at: int) -> bool:  # each wanted material on one of the 3x3 tiles around `at`
+            a, b = at - s, at + s  # the rows beside; written out: the test runs for every tile a search reaches
+            for m in wanted:
+                if not (t[a - 1] == m or t[a] == m or t[a + 1] == m or t[at - 1] == m or t[at] == m
+                        or t[at + 1] == m or t[b - 1] == m or t[b] == m or t[b + 1] == m):
+                    return False
+            return True
 
         return self._search(near_all, limit=limit)
 
@@ -755,26 +762,50 @@ class GameAPI:
     def _search(self, is_goal, limit: int | None = None, moves=None) -> list[str] | None:
         """Breadth-first search from the player over known walkable tiles free of creatures: the
         moves to the nearest tile (other than the player's own) where `is_goal(flat index)` holds, or None.
-        Tiles go by flat index (`_flat`): the search only adds and compares ints."""
+        Tiles go by flat index (`_flat`): the search only adds and compares ints. It runs at nearly every
+        step of a coded action that walks, so the loop is written for speed: the four neighbours spelt
+        out, and each tile's predecessor stored alone (its move follows from the difference)."""
         start = _flat(self.pos)
-        previous: dict[int, tuple[int, str] | None] = {start: None}
-        queue = deque([start])
         # 1 where the search may still step: walkable, free of creatures, not reached yet (one test per tile)
         free = bytearray(self._walkable_tiles())
         for at in {_flat(p) for p in self._creature_positions()}:
             free[at] = 0
         free[start] = 0
-        steps = [(d[0] * _MEMORY_SIZE + d[1], move) for d, move in (moves or MOVE_FOR_DIRECTION.items())]
-        while queue and (limit is None or len(previous) < limit):
-            cur = queue.popleft()
+        move_of = {d[0] * _MEMORY_SIZE + d[1]: move for d, move in (moves or MOVE_FOR_DIRECTION.items())}
+        d0, d1, d2, d3 = move_of  # in the order given: ties between equal paths go to the earlier move
+        came_from = {start: start}
+        queue = deque([start])
+        cap = len(free) + 1 if limit is None else limit  # no search reaches more tiles than the memory holds
+        popleft, append = queue.popleft, queue.append
+        while queue and len(came_from) < cap:
+            cur = popleft()
             if cur != start and is_goal(cur):
-                return _unwind(previous, cur)
-            for delta, move in steps:
-                nxt = cur + delta
-                if free[nxt]:
-                    free[nxt] = 0
-                    previous[nxt] = (cur, move)
-                    queue.append(nxt)
+                moves_back = []
+                while cur != start:
+                    before = came_from[cur]
+                    moves_back.append(move_of[cur - before])
+                    cur = before
+                return moves_back[::-1]
+            nxt = cur + d0
+            if free[nxt]:
+                free[nxt] = 0
+                came_from[nxt] = cur
+                append(nxt)
+            nxt = cur + d1
+            if free[nxt]:
+                free[nxt] = 0
+                came_from[nxt] = cur
+                append(nxt)
+            nxt = cur + d2
+            if free[nxt]:
+                free[nxt] = 0
+                came_from[nxt] = cur
+                append(nxt)
+            nxt = cur + d3
+            if free[nxt]:
+                free[nxt] = 0
+                came_from[nxt] = cur
+                append(nxt)
         return None
 
 
@@ -807,12 +838,3 @@ def _items(amounts: dict[str, int]) -> str:
 
 def _neighbours(pos: Pos) -> list[Pos]:
     return [(pos[0] + dx, pos[1] + dy) for dx, dy in DIRECTIONS.values()]
-
-
-def _unwind(previous: dict, end: int) -> list[str]:
-    moves = []
-    node = end
-    while previous[node] is not None:
-        node, move = previous[node]
-        moves.append(move)
-    return moves[::-1]
