@@ -68,6 +68,7 @@ from nodes.skills.pool import (
     listing,
     prefix_action,
     relocate_lines,
+    revised,
     size_problem,
     test_program,
     with_library,
@@ -434,11 +435,13 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
     max_steps = int(args.get("max_steps") or lib.max_steps)
     last = state.get("last_attempt") or {}
     n = sum(1 for v in state.get("code_versions", []) if v["subtask"] == subtask) + 1
-    version: list[CodeVersion] = [{"subtask": subtask, "sub_action": target["name"], "version": n, "source": code,
+    # a revision replaces what it defines; the rest of the sub-action's previous version stays (its test loads it)
+    source = revised(lib.versions.get(target["name"]), code)
+    version: list[CodeVersion] = [{"subtask": subtask, "sub_action": target["name"], "version": n, "source": source,
                 "plan": plan_of(target), "outer_iter": int(state.get("outer_iter", 0))}]
     trains = bool(learned(state["decomposition"]["sub_actions"]))
     is_last_code = not trains and len(pending) <= 1
-    defined = target["name"] in function_names(code)
+    defined = target["name"] in function_names(source)
     if not is_last_code:  # a building block: loaded in the sandbox, tested through the action that uses it
         if defined and _load_problem(lib.with_code(code)) is None:
             if not trains:

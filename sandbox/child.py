@@ -151,10 +151,10 @@ class Server:
         self.refusals.clear()  # only what this request's call does is told (even a precondition may run helpers)
         if op == "begin":
             self.running_told = ""
-            kind, value = self.stepper.begin(str(request["name"]), self.game)
+            kind, value = self.explained(*self.stepper.begin(str(request["name"]), self.game))
             self.tell_refusals()
         elif op == "advance":
-            kind, value = self.stepper.advance()
+            kind, value = self.explained(*self.stepper.advance())
             self.tell_refusals()
         elif op == "sync":  # only the observations it brought (masks read on the host side)
             kind, value = "ok", None
@@ -173,6 +173,16 @@ class Server:
             if running != self.running_told:
                 reply["in"] = self.running_told = running
         return reply
+
+    def explained(self, kind: str, value: object) -> tuple[str, object]:
+        """A call's answer; a step that ran out of time while helpers kept refusing says so: a helper that
+        stops short returns at once, without an action, so code that calls it again and again never yields."""
+        if kind == "error" and isinstance(value, str) and CodeTimeout.__name__ in value and len(self.refusals) > 1:
+            value += (f" (meanwhile helpers of the game API stopped short {len(self.refusals)} times without an "
+                      f"action, the last: {str(self.refusals[-1])[:PRINT_CAP]!r}; a helper that stops short returns "
+                      "at once, so a loop that calls it again never yields: check `game.last_refusal` and do "
+                      "something else)")
+        return kind, value
 
     def tell_refusals(self) -> None:
         """Each reason a helper stopped short since the last answer, once where it repeats itself."""

@@ -135,3 +135,39 @@ def test_error_lines_of_a_composed_program_point_into_the_models_own_code():
             f"seed 2: line {helper_def + 2} in helper: IndexError")
     moved = code_pool.relocate_lines(text, program, own)
     assert "line 6 of your code, in survive" in moved and "line 3 of library function helper" in moved
+
+
+def test_a_revision_keeps_the_helpers_it_does_not_send_again_and_its_test_plays_what_is_kept(tmp_path):
+    """A model revises by sending only what changes: the helper of its first answer stays loaded, in the test
+    and in the version kept, two revisions later as in the next one (before, the test of a revision loaded the
+    previous version's helpers but the version kept did not, so they vanished one revision later)."""
+    from nodes.fast import _write_code
+
+    name = "collect_coal"
+    first = ("STEP = 'do'\n\n\ndef near(game):\n    \"\"\"first helper\"\"\"\n    return True\n\n\n"
+             f"def {name}(game):\n    \"\"\"first\"\"\"\n    if near(game):\n        yield STEP\n")
+    answers = [first,
+               f"def {name}(game):\n    \"\"\"second: only the action\"\"\"\n    if near(game):\n        yield STEP\n"
+               "    yield 'noop'\n",
+               "def near(game):\n    \"\"\"third: only the helper\"\"\"\n    return game.can_collect('coal')\n"]
+    settings = RunSettings(out_dir=tmp_path, test_max_steps=100)
+    target = {"name": name, "kind": "code"}
+    state: dict = {"plan": [{"name": name}], "subtask_index": 0, "skills": {}, "code_versions": [],
+                   "decomposition": {"sub_actions": [target]}, "messages": [], "budget_steps": 100_000}
+    for i, code in enumerate(answers):
+        lib = SubtaskCode(state, settings)
+        command = _write_code(state, {}, settings, lib, target, {"code": code, "max_steps": None}, [target],
+                              AIMessage(content=""))
+        (version,) = command.update["code_versions"]
+        tested = command.update["messages"][0].tool_calls[0]["args"]["code"]
+        kept = code_pool.definitions(version["source"])
+        assert set(kept) == {"STEP", "near", name}, (i, sorted(kept))
+        for key, source in code_pool.definitions(tested).items():  # what the test played is what is kept
+            assert kept[key].strip() == source.strip(), (i, key)
+        state = {**state, "code_versions": [*state["code_versions"], version],
+                 "last_attempt": command.update["last_attempt"]}
+    assert "third: only the helper" in kept["near"] and "second: only the action" in kept[name]
+    assert code_pool.revised(None, first) == first  # a first answer is kept as it was written
+    assert code_pool.revised(first, first) == first  # and so is one that sends everything again
+    broken = "def collect_coal(game):\n    yield 'do'\n  yield 'noop'\n"
+    assert code_pool.revised(first, broken) == broken  # it stands alone: the sandbox reports its error

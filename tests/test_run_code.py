@@ -381,3 +381,13 @@ def test_a_detail_shows_the_last_view_in_whole_rows_or_says_what_it_left_out():
         if kept and len(kept) < len(view.splitlines()):
             assert shown[-1] == f"[... {len(view.splitlines()) - len(kept)} more lines of the view left out ...]"
     assert "legend: " in summarise_reports_for_agent([report], max_chars=2500)
+
+
+def test_a_step_that_runs_out_of_time_calling_a_refusing_helper_says_so():
+    """A helper that stops short returns at once, so code that calls it in a loop never yields: the timeout's
+    message says what the helpers did meanwhile, not only the line that looped."""
+    code = "def main(game):\n    while True:\n        yield from game.shelter()\n"
+    report = run_code(code, task="collect_iron", seed=3, max_steps=30, wall_time_s=8.0)
+    assert report.ended == "error" and "CodeTimeout" in report.error, report.error
+    assert "stopped short" in report.error and "needs a wood pickaxe" in report.error
+    assert "line 3 in main" in report.error

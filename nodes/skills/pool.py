@@ -243,6 +243,20 @@ def pool_from(programs: Iterable[str], **origin: Any) -> Pool:
     return pool
 
 
+def revised(previous: str | None, answer: str) -> str:
+    """A sub-action's code after the answer `answer` to it: the answer's definitions, and those of its `previous`
+    version that the answer does not define again, as one program. A code test loads both (the subtask's pool
+    holds the previous version), so this is what the test ran, and what a skill made of it keeps: a helper the
+    answer did not send again is neither lost later nor silently different. An answer that defines nothing (it
+    does not parse) stands alone, so that the sandbox says what is wrong with it."""
+    if not previous or not definitions(answer):
+        return answer
+    pool = pool_from([previous, answer])
+    if set(pool.sources) == set(definitions(answer)):  # nothing carried over: the answer as it was written
+        return answer
+    return pool.program(pool.sources)
+
+
 def pool_of(skills_in_order: Iterable[tuple[str, Mapping[str, Any]]]) -> Pool:
     """The built-in actions, then every coded definition of these skills (subtask, Skill dump) in plan
     order: the one rule the code tests, the executor and the action head share. A learned skill's coded actions are
