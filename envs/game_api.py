@@ -772,7 +772,9 @@ class GameAPI:
             free[at] = 0
         free[start] = 0
         move_of = {d[0] * _MEMORY_SIZE + d[1]: move for d, move in (moves or MOVE_FOR_DIRECTION.items())}
-        d0, d1, d2, d3 = move_of  # in the order given: ties between equal paths go to the earlier move
+        # the four directions in the order given (`moves`: a shuffle of MOVE_FOR_DIRECTION's items): ties between
+        # equal paths go to the earlier move
+        d0, d1, d2, d3 = move_of
         came_from = {start: start}
         queue = deque([start])
         cap = len(free) + 1 if limit is None else limit  # no search reaches more tiles than the memory holds

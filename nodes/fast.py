@@ -64,6 +64,7 @@ from nodes.settings import RunSettings
 from nodes.skills.pool import (
     Pool,
     action_head_sources,
+    definitions,
     function_names,
     listing,
     prefix_action,
@@ -436,12 +437,14 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
     last = state.get("last_attempt") or {}
     n = sum(1 for v in state.get("code_versions", []) if v["subtask"] == subtask) + 1
     # a revision replaces what it defines; the rest of the sub-action's previous version stays (its test loads it)
-    source = revised(lib.versions.get(target["name"]), code)
+    previous = lib.versions.get(target["name"])
+    source = revised(previous, code)
+    sent = bool(definitions(code))  # else it does not parse: the sandbox's error goes back (below)
     version: list[CodeVersion] = [{"subtask": subtask, "sub_action": target["name"], "version": n, "source": source,
                 "plan": plan_of(target), "outer_iter": int(state.get("outer_iter", 0))}]
     trains = bool(learned(state["decomposition"]["sub_actions"]))
     is_last_code = not trains and len(pending) <= 1
-    defined = target["name"] in function_names(source)
+    defined = sent and target["name"] in function_names(source)
     if not is_last_code:  # a building block: loaded in the sandbox, tested through the action that uses it
         if defined and _load_problem(lib.with_code(code)) is None:
             if not trains:
@@ -453,7 +456,9 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
             return Command(goto="fast", update={**update, "skipped_code": [*skipped_of(state), target["name"]]})
         else:
             defined = False  # broken: a one-seed test below brings back the sandbox's own error, to repair from
-    if last.get("sub_action") == target["name"] and last.get("code") == code and last.get("max_steps") == max_steps:
+    loaded_already = sent and previous is not None and definitions(source) == definitions(previous)
+    if last.get("sub_action") == target["name"] and last.get("max_steps") == max_steps and (
+            last.get("code") == code or loaded_already):
         # testing the same code on the same seeds again would only spend the budget: the critic judges it
         return to_critic(update, "the fast agent resubmitted unchanged code")
     revision = int(state.get("inner_iter", 0)) + (1 if last.get("report") is not None and last else 0)

@@ -43,6 +43,7 @@ PRINT_CAP = 500  # characters of one printed line that cross
 TEXT_CAP = 8192  # characters of an error that cross (the host caps again at what a model reads)
 RUNNING_CAP = 200  # characters of 'main > collect_iron > go_to' that cross
 MAX_REFUSALS_TOLD = 20  # per answer: a helper refusing in a loop between two yields says it once or so
+MIN_REFUSALS_TO_EXPLAIN = 3  # refusals before a timed-out step that make its error say how such a loop never yields
 TIMER_SHARE = 0.8  # of the host's deadline: the code is interrupted (with its line) before it is killed
 
 
@@ -177,7 +178,9 @@ class Server:
     def explained(self, kind: str, value: object) -> tuple[str, object]:
         """A call's answer; a step that ran out of time while helpers kept refusing says so: a helper that
         stops short returns at once, without an action, so code that calls it again and again never yields."""
-        if kind == "error" and isinstance(value, str) and CodeTimeout.__name__ in value and len(self.refusals) > 1:
+        if kind != "error" or not isinstance(value, str) or len(self.refusals) < MIN_REFUSALS_TO_EXPLAIN:
+            return kind, value
+        if value.startswith("CodeTimeout: ") or ": CodeTimeout: " in value:
             value += (f" (meanwhile helpers of the game API stopped short {len(self.refusals)} times without an "
                       f"action, the last: {str(self.refusals[-1])[:PRINT_CAP]!r}; a helper that stops short returns "
                       "at once, so a loop that calls it again never yields: check `game.last_refusal` and do "

@@ -139,35 +139,47 @@ def test_error_lines_of_a_composed_program_point_into_the_models_own_code():
 
 def test_a_revision_keeps_the_helpers_it_does_not_send_again_and_its_test_plays_what_is_kept(tmp_path):
     """A model revises by sending only what changes: the helper of its first answer stays loaded, in the test
-    and in the version kept, two revisions later as in the next one (before, the test of a revision loaded the
-    previous version's helpers but the version kept did not, so they vanished one revision later)."""
+    and in the version kept, two revisions later as in the next one, and after an answer that did not parse
+    (before, the test of a revision loaded the previous version's helpers but the version kept did not, so they
+    vanished one revision later). Sending again what is loaded already is an unchanged resubmission."""
     from nodes.fast import _write_code
 
     name = "collect_coal"
     first = ("STEP = 'do'\n\n\ndef near(game):\n    \"\"\"first helper\"\"\"\n    return True\n\n\n"
              f"def {name}(game):\n    \"\"\"first\"\"\"\n    if near(game):\n        yield STEP\n")
-    answers = [first,
-               f"def {name}(game):\n    \"\"\"second: only the action\"\"\"\n    if near(game):\n        yield STEP\n"
-               "    yield 'noop'\n",
-               "def near(game):\n    \"\"\"third: only the helper\"\"\"\n    return game.can_collect('coal')\n"]
+    broken = f"def {name}(game):\n    yield 'do'\n  yield 'noop'\n"
+    action_only = (f"def {name}(game):\n    \"\"\"second: only the action\"\"\"\n    if near(game):\n"
+                   "        yield STEP\n    yield 'noop'\n")
+    helper_only = "def near(game):\n    \"\"\"third: only the helper\"\"\"\n    return game.can_collect('coal')\n"
     settings = RunSettings(out_dir=tmp_path, test_max_steps=100)
     target = {"name": name, "kind": "code"}
     state: dict = {"plan": [{"name": name}], "subtask_index": 0, "skills": {}, "code_versions": [],
                    "decomposition": {"sub_actions": [target]}, "messages": [], "budget_steps": 100_000}
-    for i, code in enumerate(answers):
+
+    def answer(code: str):
+        nonlocal state
         lib = SubtaskCode(state, settings)
         command = _write_code(state, {}, settings, lib, target, {"code": code, "max_steps": None}, [target],
                               AIMessage(content=""))
+        if command.goto == "critic":
+            return command, None
         (version,) = command.update["code_versions"]
-        tested = command.update["messages"][0].tool_calls[0]["args"]["code"]
-        kept = code_pool.definitions(version["source"])
-        assert set(kept) == {"STEP", "near", name}, (i, sorted(kept))
-        for key, source in code_pool.definitions(tested).items():  # what the test played is what is kept
-            assert kept[key].strip() == source.strip(), (i, key)
         state = {**state, "code_versions": [*state["code_versions"], version],
                  "last_attempt": command.update["last_attempt"]}
+        return command, code_pool.definitions(version["source"])
+
+    for i, code in enumerate([first, broken, action_only, helper_only]):
+        command, kept = answer(code)
+        assert kept is not None and set(kept) == {"STEP", "near", name}, (i, kept)
+        calls = command.update["messages"][0].tool_calls
+        if code is broken:  # one seed brings back the sandbox's error; the code kept is the one that loaded
+            assert len(calls) == 1 and calls[0]["args"]["code"].rstrip().endswith("yield 'noop'")
+            continue
+        for key, source in code_pool.definitions(calls[0]["args"]["code"]).items():  # played = kept
+            assert kept[key].strip() == source.strip(), (i, key)
     assert "third: only the helper" in kept["near"] and "second: only the action" in kept[name]
+    command, _ = answer("STEP = 'do'\n")  # what is loaded already, sent again: nothing to test
+    assert command.goto == "critic" and "unchanged" in command.update["fast_error"]
     assert code_pool.revised(None, first) == first  # a first answer is kept as it was written
     assert code_pool.revised(first, first) == first  # and so is one that sends everything again
-    broken = "def collect_coal(game):\n    yield 'do'\n  yield 'noop'\n"
-    assert code_pool.revised(first, broken) == broken  # it stands alone: the sandbox reports its error
+    assert code_pool.revised(None, broken) == broken

@@ -390,4 +390,4 @@ def test_a_step_that_runs_out_of_time_calling_a_refusing_helper_says_so():
     report = run_code(code, task="collect_iron", seed=3, max_steps=30, wall_time_s=8.0)
     assert report.ended == "error" and "CodeTimeout" in report.error, report.error
     assert "stopped short" in report.error and "needs a wood pickaxe" in report.error
-    assert "line 3 in main" in report.error
+    assert "in main" in report.error  # the line the timer stopped: the loop or the call in it

@@ -248,8 +248,11 @@ def revised(previous: str | None, answer: str) -> str:
     version that the answer does not define again, as one program. A code test loads both (the subtask's pool
     holds the previous version), so this is what the test ran, and what a skill made of it keeps: a helper the
     answer did not send again is neither lost later nor silently different. An answer that defines nothing (it
-    does not parse) stands alone, so that the sandbox says what is wrong with it."""
-    if not previous or not definitions(answer):
+    does not parse) changes nothing: the previous version stays, where one defines something (the sandbox says
+    what is wrong with the answer, and the next revision still builds on the code that loaded)."""
+    if not definitions(answer):
+        return previous if previous and definitions(previous) else answer
+    if not previous:
         return answer
     pool = pool_from([previous, answer])
     if set(pool.sources) == set(definitions(answer)):  # nothing carried over: the answer as it was written
