@@ -439,12 +439,12 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
     # a revision replaces what it defines; the rest of the sub-action's previous version stays (its test loads it)
     previous = lib.versions.get(target["name"])
     source = revised(previous, code)
-    sent = bool(definitions(code))  # else it does not parse: the sandbox's error goes back (below)
+    sent = definitions(code)  # empty when it does not parse: the sandbox's error goes back (below)
     version: list[CodeVersion] = [{"subtask": subtask, "sub_action": target["name"], "version": n, "source": source,
                 "plan": plan_of(target), "outer_iter": int(state.get("outer_iter", 0))}]
     trains = bool(learned(state["decomposition"]["sub_actions"]))
     is_last_code = not trains and len(pending) <= 1
-    defined = sent and target["name"] in function_names(source)
+    defined = bool(sent) and target["name"] in function_names(source)
     if not is_last_code:  # a building block: loaded in the sandbox, tested through the action that uses it
         if defined and _load_problem(lib.with_code(code)) is None:
             if not trains:
@@ -456,7 +456,8 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
             return Command(goto="fast", update={**update, "skipped_code": [*skipped_of(state), target["name"]]})
         else:
             defined = False  # broken: a one-seed test below brings back the sandbox's own error, to repair from
-    loaded_already = sent and previous is not None and definitions(source) == definitions(previous)
+    # every definition it sends is loaded already as it is: the same program would be tested again
+    loaded_already = bool(sent) and previous is not None and sent.items() <= definitions(previous).items()
     if last.get("sub_action") == target["name"] and last.get("max_steps") == max_steps and (
             last.get("code") == code or loaded_already):
         # testing the same code on the same seeds again would only spend the budget: the critic judges it

@@ -59,12 +59,15 @@ class StepTimer:
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
+        self.fired = False  # during the request now served
         signal.signal(signal.SIGPROF, self._on_timer)
 
     def _on_timer(self, signum, frame):
+        self.fired = True
         raise CodeTimeout(f"no action yielded within {self.seconds:g} s of computing (an endless loop?)")
 
     def arm(self) -> None:
+        self.fired = False
         signal.setitimer(signal.ITIMER_PROF, self.seconds)
 
     @staticmethod
@@ -178,9 +181,8 @@ class Server:
     def explained(self, kind: str, value: object) -> tuple[str, object]:
         """A call's answer; a step that ran out of time while helpers kept refusing says so: a helper that
         stops short returns at once, without an action, so code that calls it again and again never yields."""
-        if kind != "error" or not isinstance(value, str) or len(self.refusals) < MIN_REFUSALS_TO_EXPLAIN:
-            return kind, value
-        if value.startswith("CodeTimeout: ") or ": CodeTimeout: " in value:
+        if kind == "error" and isinstance(value, str) and self.timer.fired and (
+                len(self.refusals) >= MIN_REFUSALS_TO_EXPLAIN):
             value += (f" (meanwhile helpers of the game API stopped short {len(self.refusals)} times without an "
                       f"action, the last: {str(self.refusals[-1])[:PRINT_CAP]!r}; a helper that stops short returns "
                       "at once, so a loop that calls it again never yields: check `game.last_refusal` and do "

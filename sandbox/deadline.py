@@ -19,13 +19,11 @@ Where /proc cannot be read, the wall-clock deadline holds, as it did before.
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 
 PROBE_S = 0.25          # a request unanswered this long has its CPU time read
 MAX_WALL_FACTOR = 5.0   # of the timeout: the wall-clock time a request may take at most, however starved
 MIN_EXTENSION_S = 0.05  # a deadline moves on by at least this much (the CPU clock ticks in 10 ms)
-_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 class RequestDeadline:
@@ -53,8 +51,10 @@ class RequestDeadline:
         if now < self.deadline:
             return True
         when, then = self._probe
-        cpu = self._cpu() if then is not None else None
-        if cpu is None or then is None:
+        if then is None:
+            return False
+        cpu = self._cpu()
+        if cpu is None:
             return False
         # the CPU time spent before the probe is at most the wall time before it
         used = cpu - then + (when - self.sent)
@@ -65,17 +65,3 @@ class RequestDeadline:
             return False
         self.deadline = min(self.hard, now + max(MIN_EXTENSION_S, self.timeout - used))
         return True
-
-
-def cpu_seconds(pids: list[int]) -> float | None:
-    """User and system CPU seconds of these live processes together, from /proc; None when none can be read."""
-    total, read = 0.0, False
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        total += (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime (fields 14 and 15 of stat)
-        read = True
-    return total if read else None

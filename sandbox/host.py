@@ -25,11 +25,12 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from typing import Any
 
 from envs.coded import ActionSpec, OptionOutcome, Reply, run_option
 from sandbox import launch
-from sandbox.deadline import MAX_WALL_FACTOR, RequestDeadline, cpu_seconds
+from sandbox.deadline import RequestDeadline
 from sandbox.lint import lint_enforced
 from sandbox.preconditions import Check, host_preconditions
 from sandbox.wire import MAX_FROM_CHILD, FrameReader, ProtocolError, clean_text, obs_to_wire, write_frame
@@ -113,7 +114,6 @@ class AgentCode:
         self.specs: list[ActionSpec] = []
         self._any_precondition = False
         self.host_masks = host_masks
-        self._checks: list[Check] | None | bool = False  # _host_checks once read (False: not yet)
         self.layers: dict[str, object] = {}  # isolation layer -> True, or why it is missing
         self.restarts = 0
         self._given_up = False
@@ -356,23 +356,19 @@ class AgentCode:
             raise CodeRejected("load", "the code defined different actions when it was loaded again")
         self._warn_missing_layers()
 
-    @property
+    @cached_property
     def _host_checks(self) -> list[Check] | None:
         """The mask's checks where the host reads every precondition itself, else None. Read on first use:
         only trainings ask for masks, and a code test or an evaluation need not parse its program for them."""
-        if self._checks is False:
-            self._checks = self._checks_read_here(self.specs) if self.host_masks else None
-        return self._checks  # type: ignore[return-value]  # no longer False
+        return self._checks_read_here() if self.host_masks else None
 
-    def _checks_read_here(self, specs: list[ActionSpec]) -> list[Check] | None:
+    def _checks_read_here(self) -> list[Check] | None:
         """Every action's mask check when the host can read each precondition as data (sandbox.preconditions),
         else None (the sandbox answers every mask)."""
-        if not self._any_precondition:
-            return None
         readable = host_preconditions(self.sources)
-        if any(s.has_precondition and s.name not in readable for s in specs):
+        if any(s.has_precondition and s.name not in readable for s in self.specs):
             return None
-        return [readable[s.name] if s.has_precondition else _always for s in specs]
+        return [readable[s.name] if s.has_precondition else _always for s in self.specs]
 
     def _warn_missing_layers(self) -> None:
         missing = sorted(k for k, v in self.layers.items() if v is not True)
@@ -486,13 +482,13 @@ class AgentCode:
             return None
         if self._tree is None:  # the tree is complete once the process answered: found once per process
             self._tree = [self._proc.pid, *launch.descendants(self._proc.pid)]
-        return cpu_seconds(self._tree)
+        return launch.cpu_seconds(self._tree)
 
     def _protocol_failed(self, exc: ProtocolError, clock: RequestDeadline, kind: str) -> None:
         self.last_failure_timed_out = exc.timed_out
         timeout = clock.timeout
         if exc.timed_out and clock.starved_to_the_cap:
-            self._fail(f"no answer within {timeout * MAX_WALL_FACTOR:g} s, though the code computed for less than "
+            self._fail(f"no answer within {clock.hard - clock.sent:g} s, though the code computed for less than "
                        f"{timeout:g} s of it: code that sleeps or blocks instead of answering")
         elif exc.timed_out:
             self._fail(f"no answer within {timeout:g} s: an endless loop, or code that does not yield"

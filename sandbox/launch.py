@@ -162,17 +162,25 @@ def start_process() -> subprocess.Popen:
     return proc
 
 
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100  # clock ticks per second, as /proc counts
+
+
+def _stat_fields(pid: int | str) -> list[bytes] | None:
+    """The fields of /proc/<pid>/stat after the command name (state first), or None when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def descendants(root: int) -> list[int]:
     """Every live process below `root` (bwrap's namespace init and the sandboxed Python under it)."""
     parents: dict[int, int] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as fh:
-                    fields = fh.read().rsplit(b")", 1)[1].split()
-            except OSError:
-                continue
-            if fields[0] != b"Z":
+            fields = _stat_fields(entry)
+            if fields is not None and fields[0] != b"Z":
                 parents[int(entry)] = int(fields[1])
     found, frontier = [], [root]
     while frontier:
@@ -183,15 +191,23 @@ def descendants(root: int) -> list[int]:
     return found
 
 
+def cpu_seconds(pids: list[int]) -> float | None:
+    """User and system CPU seconds of these live processes together, from /proc; None when none can be read."""
+    total, read = 0.0, False
+    for pid in pids:
+        fields = _stat_fields(pid)
+        if fields is not None:
+            total += (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime (fields 14 and 15 of stat)
+            read = True
+    return total if read else None
+
+
 def _wait_gone(pids: list[int], timeout: float = 5.0) -> None:
     deadline = time.monotonic() + timeout
     for pid in pids:
         while time.monotonic() < deadline:
-            try:
-                with open(f"/proc/{pid}/stat", "rb") as fh:
-                    if fh.read().rsplit(b")", 1)[1].split()[0] == b"Z":
-                        break
-            except OSError:
+            fields = _stat_fields(pid)
+            if fields is None or fields[0] == b"Z":
                 break
             time.sleep(0.005)
 

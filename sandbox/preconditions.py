@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import operator
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -64,9 +65,9 @@ def host_preconditions(sources: list[str] | tuple[str, ...]) -> dict[str, Check]
     """The actions of `sources` whose precondition the host can evaluate: name -> check(game) -> bool (a check
     that raises answers False, as a raising precondition does in the sandbox)."""
     found = [_translate_source(source) for source in sources]
-    named = [name for checks in found for name in checks]
+    named = Counter(name for checks in found for name in checks)
     # an action named in two sources: which one the sandbox loaded is not certain from the text
-    return {name: check for checks in found for name, check in checks.items() if named.count(name) == 1}
+    return {name: check for checks in found for name, check in checks.items() if named[name] == 1}
 
 
 def _translate_source(source: str) -> dict[str, Check]:

@@ -60,8 +60,12 @@ class FrameReader:
         self.max_bytes = max_bytes
         self.frames = 0      # frames handed out so far, and their bytes (headers included): the host caps
         self.received = 0    # what one request may send with these
-        self.bytes_read = 0  # every byte read, partial frames included: whether the other side is talking
         self._buffer = bytearray()
+
+    @property
+    def bytes_read(self) -> int:
+        """Every byte read, partial frames included: whether the other side is talking."""
+        return self.received + len(self._buffer)
 
     def read(self, deadline: float | None) -> dict[str, Any]:
         """The next frame; `deadline` is a time.monotonic() value (None: wait as long as it takes)."""
@@ -97,7 +101,6 @@ class FrameReader:
         if not chunk:
             raise ProtocolError("the other side closed the channel")
         self._buffer += chunk
-        self.bytes_read += len(chunk)
 
 
 def write_frame(fd: int, message: dict[str, Any], deadline: float | None = None) -> None:

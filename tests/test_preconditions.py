@@ -201,7 +201,7 @@ def test_training_with_masks_read_on_the_host_is_the_training_with_masks_asked(t
     runs = []
     for host_masks in (True, False):
         if not host_masks:
-            monkeypatch.setattr(sandbox_host.AgentCode, "_checks_read_here", lambda self, specs: None)
+            monkeypatch.setattr(sandbox_host.AgentCode, "_checks_read_here", lambda self: None)
         settings = cfg.ppo_settings(total_steps=1536, num_envs=2, vector_mode="sync", progress="none",
                                     run_dir=str(tmp_path / str(host_masks)))
         result = train(settings, cfg)

@@ -250,12 +250,13 @@ def revised(previous: str | None, answer: str) -> str:
     answer did not send again is neither lost later nor silently different. An answer that defines nothing (it
     does not parse) changes nothing: the previous version stays, where one defines something (the sandbox says
     what is wrong with the answer, and the next revision still builds on the code that loaded)."""
-    if not definitions(answer):
+    sent = definitions(answer)
+    if not sent:
         return previous if previous and definitions(previous) else answer
     if not previous:
         return answer
     pool = pool_from([previous, answer])
-    if set(pool.sources) == set(definitions(answer)):  # nothing carried over: the answer as it was written
+    if set(pool.sources) == set(sent):  # nothing carried over: the answer as it was written
         return answer
     return pool.program(pool.sources)
 
