@@ -112,16 +112,20 @@ class RecordingEnv(CrafterEnv):
         self.label: tuple[str, str] = ("", "")
         self._actions: list[int] = []
         self._step_labels: list[tuple[str, str]] = []
+        self.death_cause: str | None = None  # the episode's, as the env named it on the step the player died
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         out = super().reset(seed=seed, options=options)
         self._actions, self._step_labels = [], []
+        self.death_cause = None
         return out
 
     def step(self, action):
         out = super().step(action)  # raises on a finished episode or a bad action: nothing is recorded then
         self._actions.append(int(action))
         self._step_labels.append(self.label)
+        if "death_cause" in out[4]:
+            self.death_cause = out[4]["death_cause"]
         return out
 
     def relabel_last(self, n: int, label: tuple[str, str]) -> None:

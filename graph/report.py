@@ -59,6 +59,25 @@ def _evaluation_text(ev: Mapping[str, Any]) -> str:
     return text
 
 
+ENDING_ROWS = 12  # rows of the held-out endings table; report.json holds every episode's
+
+
+def _endings_markdown(ended: Sequence[Mapping[str, Any]], episodes: int) -> list[str]:
+    """Where the held-out episodes that missed the task ended: the skill of the chain, how (died and of what,
+    out of steps, stopped, no skill), and the functions the code was in at the end, most often."""
+    failed = sum(int(r["episodes"]) for r in ended)
+    lines = [f"Where the {failed} of {episodes} held-out episodes that missed the task ended (the chain's skill "
+             "playing then; report.json `evaluation.endings` has each seed's):", "",
+             "| skill | how | episodes | the code was in (most often) |", "|---|---|---:|---|"]
+    for r in ended[:ENDING_ROWS]:
+        where = str(r.get("often_in") or "").replace("|", "/")
+        lines.append(f"| {r['subtask']} | {r['how']} | {r['episodes']} | {f'`{where}`' if where else '-'} |")
+    if len(ended) > ENDING_ROWS:
+        rest = sum(int(r["episodes"]) for r in ended[ENDING_ROWS:])
+        lines.append(f"| {len(ended) - ENDING_ROWS} more | | {rest} | |")
+    return [*lines, ""]
+
+
 def _measured(skill: Mapping[str, Any]) -> str:
     """' in code tests' / ' in training' ...: what a skill's rate is (never the held-out chain's)."""
     text = RATE_SOURCE_TEXT.get(skill.get("rate_source") or "")
@@ -163,6 +182,8 @@ def render_markdown(report: Mapping[str, Any], pictures: Sequence[tuple[str, str
              f"- wall time: {report['wall_s']:.1f} s", ""]
     ev = report.get("evaluation") or {}
     lines += [f"Held-out evaluation: {_evaluation_text(ev)}.", ""]
+    if ev.get("ended"):
+        lines += _endings_markdown(ev["ended"], int(ev.get("episodes") or 0))
     if ev.get("achievement_rates"):
         lines += ["| achievement | unlocked in |", "|---|---:|"]
         lines += [f"| {a} | {v:.0f}% |" for a, v in ev["achievement_rates"].items()] + [""]

@@ -107,6 +107,12 @@ class _ChainStep:
                               on_decision=name_coded_call)
         return run.steps, run.ended, None
 
+    @property
+    def running(self) -> str:
+        """The functions a coded skill was in at its last step ('play_collect_iron > main > collect_iron >
+        go_to', as the sandbox said: agent-named, cleaned and capped by sandbox.host); '' for a policy."""
+        return self.code.running if self.kind == "code" else ""
+
     def close(self) -> None:
         (self.code if self.kind == "code" else self.policy).close()
 
@@ -135,12 +141,15 @@ def _further(a: EpisodeRecord, b: EpisodeRecord) -> bool:
     return (a.reached, a.success, len(a.achievements)) > (b.reached, b.success, len(b.achievements))
 
 
-def _play_chain(env, chain: list[_ChainStep], score: bool, errors: list[str], world: int) -> tuple[int, list[str]]:
-    """One episode of the chain from the env's fresh state: (steps, subtasks whose achievement unlocked).
+def _play_chain(env, chain: list[_ChainStep], score: bool, errors: list[str],
+                world: int) -> tuple[int, list[str], dict[str, Any] | None]:
+    """One episode of the chain from the env's fresh state: (steps, subtasks whose achievement unlocked, where
+    a chain task's episode ended short of the task: `_ending`; None when it did not).
 
     A chain task stops at the first skill that fails; a score plan skips it (and a skill whose
     prerequisites did not unlock) and goes on; both stop when the episode ends."""
     steps, passed = 0, []
+    ending: dict[str, Any] | None = None
     for step in chain:
         if step.achievement in env.game.achievements:
             passed.append(step.subtask)
@@ -155,10 +164,40 @@ def _play_chain(env, chain: list[_ChainStep], score: bool, errors: list[str], wo
         if step.achievement in env.game.achievements:
             passed.append(step.subtask)
         elif not score:
+            ending = _ending(env, step, error)
             break
         if ended:
             break
-    return steps, passed
+    return steps, passed, ending
+
+
+def _ending(env, step: _ChainStep, error: str | None) -> dict[str, Any]:
+    """Where and how an episode ended in `step` without its achievement: the subtask, how (the player died
+    and of what, the episode ran out of steps, the code failed, or the skill stopped), the episode's step,
+    and the functions a coded skill was in at its last step."""
+    cause = getattr(env, "death_cause", None)
+    if cause:
+        how = f"died: {cause}"
+    elif env.game.step_count >= env.max_steps:
+        how = "out of episode steps"
+    elif error:
+        how = "code error"
+    else:
+        how = "stopped without the achievement"
+    return {"subtask": step.subtask, "how": how, "step": int(env.game.step_count), "in": step.running}
+
+
+def endings_summary(endings: Sequence[Mapping[str, Any] | None]) -> list[dict[str, Any]]:
+    """The episodes that ended short of the task, counted by (subtask, how), most episodes first; each row
+    names the functions running at the end most often among them."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for e in endings:
+        if e is not None:
+            groups.setdefault((e["subtask"], e["how"]), []).append(e.get("in") or "")
+    rows = [{"subtask": subtask, "how": how, "episodes": len(ins),
+             "often_in": max(set(ins), key=lambda x: (ins.count(x), x))}
+            for (subtask, how), ins in groups.items()]
+    return sorted(rows, key=lambda r: (-r["episodes"], r["subtask"], r["how"]))
 
 
 def _score_fields(unlocked: list[list[str]], seed: int) -> dict:
@@ -198,13 +237,17 @@ def evaluate_chain(task: str, plan: Sequence[Mapping[str, Any]], skills: Mapping
     errors: list[str] = []
     unlocked: list[list[str]] = []
     outcomes: list[int] = []  # 1/0 per held-out seed, in seed order: methods are compared pair by pair on them
+    endings: list[dict[str, Any] | None] = []  # per seed: where an episode ended short of the task (`_ending`)
     first: EpisodeRecord | None = None
     furthest: EpisodeRecord | None = None
     start = time.time()
     try:
         for world in seeds:
             env.reset(seed=world)
-            steps, passed = _play_chain(env, chain, score, errors, world)
+            steps, passed, ending = _play_chain(env, chain, score, errors, world)
+            if ending is None and missing and not score:  # every skill played passed: the next one is missing
+                ending = {"subtask": missing[0], "how": "no skill for it", "step": int(env.game.step_count), "in": ""}
+            endings.append(None if ending is None else {"seed": world, **ending})
             for name in passed:
                 reached[name] += 1
             success = target.is_success(set(env.game.achievements))
@@ -223,8 +266,9 @@ def evaluate_chain(task: str, plan: Sequence[Mapping[str, Any]], skills: Mapping
     return {"ran": True, "task": task, "episodes": episodes, "successes": successes,
             "success_rate": successes / episodes, "ci95": [round(low, 4), round(high, 4)],
             "steps": total_steps, "mean_steps": total_steps / episodes, "seeds": [seeds[0], seeds[-1]],
-            "reached": reached, "outcomes": outcomes, "errors": errors, "wall_time_s": round(time.time() - start, 2),
-            "missing": missing,
+            "reached": reached, "outcomes": outcomes, "errors": errors,
+            **({} if score else {"endings": endings, "ended": endings_summary(endings)}),
+            "wall_time_s": round(time.time() - start, 2), "missing": missing,
             "chain": [f"{s.subtask}:{s.kind}" for s in chain],
             **(_score_fields(unlocked, seed) if score else {}),
             **({"replays": {"first": first.to_json(), "furthest": furthest.to_json()}}

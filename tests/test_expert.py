@@ -339,6 +339,46 @@ def test_executor_gathers_what_a_coded_skill_lacks():
 
 
 
+def test_the_evaluation_says_where_each_episode_that_missed_the_task_ended():
+    """Each held-out episode that misses the task names the skill it ended in and how: the player died (and
+    of what), the episode ran out of steps, or the next subtask has no skill; with the functions the code
+    was in. Here the table skill only waits, so the player dies of what the night or thirst brings."""
+    from graph.report import render_markdown
+    from nodes.executor import evaluate_chain
+    from prompts.fewshot import fill
+
+    wood = {"kind": "code", "entry": "collect_wood",
+            "sources": [fill("collect", material="tree", item="wood"), fill("explore")]}
+    waiting = {"kind": "code", "entry": "place_table",
+               "sources": ["def place_table(game):\n    while True:\n        yield from wait(game)\n",
+                           "def wait(game):\n    yield 'noop'\n"]}
+    plan = [{"name": "collect_wood"}, {"name": "place_table"}]
+    died = evaluate_chain("place_table", plan, {"collect_wood": wood, "place_table": waiting}, episodes=2, seed=0,
+                          record=False, max_steps=5000)
+    assert died["outcomes"] == [0, 0] and len(died["endings"]) == 2
+    for ending in died["endings"]:
+        assert ending["subtask"] == "place_table" and ending["how"].startswith("died: ")
+        assert ending["in"].endswith("place_table > wait") and 0 < ending["step"] < 5000
+    assert sum(row["episodes"] for row in died["ended"]) == 2
+
+    short = evaluate_chain("place_table", plan, {"collect_wood": wood, "place_table": waiting}, episodes=1, seed=0,
+                           record=False, max_steps=60)
+    assert [(e["subtask"], e["how"], e["step"]) for e in short["endings"]] == [
+        ("place_table", "out of episode steps", 60)]
+
+    missing = evaluate_chain("place_table", plan, {"collect_wood": wood}, episodes=1, seed=0, record=False)
+    assert missing["outcomes"] == [0]
+    assert [(e["subtask"], e["how"]) for e in missing["endings"]] == [("place_table", "no skill for it")]
+
+    report = {"run_id": "r", "task_text": "place a table", "task": "place_table", "env": "crafter", "model": "m",
+              "status": "finished", "stop_reason": "", "env_steps": {"spent": 0, "budget": 1, "evaluation": 0},
+              "wall_s": 0.0, "evaluation": died, "subtasks": [], "moves": [], "usage": {},
+              "skills": {"library": "l", "skills": []}}
+    text = render_markdown(report)
+    assert "Where the 2 of 2 held-out episodes that missed the task ended" in text
+    assert f"| place_table | {died['ended'][0]['how']} |" in text and "place_table > wait`" in text
+
+
 def test_executor_places_a_station_next_to_what_later_subtasks_need():
     """Each skill plays alone, so the furnace step must know that the iron pickaxe, made next to a
     table and a furnace, comes later: the furnace then goes beside the table."""

@@ -36,7 +36,7 @@ def evaluate_skills(task: str, skills: list[tuple[str, dict]], episodes: int, se
         raise RuntimeError(f"held-out evaluation of {task} did not run: {result.get('reason')}")
     return {**rate_fields(int(result["successes"]), episodes), "eval_steps": int(result["steps"]),
             "seeds": eval_seeds(episodes), "reached": result.get("reached", {}), "outcomes": result.get("outcomes"),
-            "errors": result.get("errors", []), "chain": result.get("chain", []),
+            "ended": result.get("ended", []), "errors": result.get("errors", []), "chain": result.get("chain", []),
             "replays": result.get("replays", {})}  # two episodes' actions, for videos (graph/video.py)
 
 
