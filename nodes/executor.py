@@ -119,20 +119,23 @@ class _ChainStep:
 
 def _load_chain(plan: Sequence[Mapping[str, Any]], skills: Mapping[str, SkillLike], seed: int,
                 score: bool = False) -> list[_ChainStep]:
-    """The skills in plan order; each coded one sees every definition the skills up to it made, by the
-    pool rule its code tests used (nodes.skills.pool.pool_of: a later definition replaces an earlier one).
+    """The skills in plan order, every coded one played with the whole chain's pool: each name in its latest
+    definition (nodes.skills.pool.pool_of: a later skill's definition replaces an earlier one). That is what
+    the last subtask's code tests played, replaying the earlier skills with the library as it stood then; a
+    stay_alive or helper a later skill rewrites so plays in every skill, as the fast agent's prompt says.
     In a score plan a coded skill replays only its own prerequisites before it: the plan's other
     achievements are not needed for it, and one that failed would hold it up."""
-    chain = []
     names = [sub["name"] for sub in plan]
     pool = pool_of([])  # the built-ins; each skill's definitions join it in plan order
-    for i, sub in enumerate(plan):
-        skill = Skill.model_validate(skills[sub["name"]])
+    loaded = [Skill.model_validate(skills[name]) for name in names]
+    for name, skill in zip(names, loaded, strict=True):
         for source in skill.sources:
-            pool.add(source, subtask=sub["name"], kind=skill.kind)
-        earlier = [n for n in names[:i] if n in prerequisites(sub["name"])] if score else names[:i]
-        chain.append(_ChainStep(sub["name"], skill, seed, earlier=earlier, pool=pool.copy(),  # as it stands here
-                                later=names[i + 1:], place=f"{i + 1}/{len(plan)}"))
+            pool.add(source, subtask=name, kind=skill.kind)
+    chain = []
+    for i, (name, skill) in enumerate(zip(names, loaded, strict=True)):
+        earlier = [n for n in names[:i] if n in prerequisites(name)] if score else names[:i]
+        chain.append(_ChainStep(name, skill, seed, earlier=earlier, pool=pool, later=names[i + 1:],
+                                place=f"{i + 1}/{len(plan)}"))
     return chain
 
 

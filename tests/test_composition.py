@@ -36,7 +36,7 @@ def _state_at(k: int, skills: dict) -> dict:
             "code_versions": []}
 
 
-def test_a_depth_10_chain_grows_linearly_and_tests_and_held_out_play_the_same_definitions(tmp_path):
+def test_a_depth_10_chain_grows_linearly_and_held_out_plays_the_last_tests_definitions(tmp_path):
     settings = RunSettings(out_dir=tmp_path, test_max_steps=100)
     skills: dict[str, dict] = {}
     sizes = []
@@ -60,19 +60,19 @@ def test_a_depth_10_chain_grows_linearly_and_tests_and_held_out_play_the_same_de
     for k, name in enumerate(DIAMOND_CHAIN):
         assert skills[name]["sources"] == [_written(k, name, DIAMOND_CHAIN[k - 1] if k else None)]
 
+    # held-out play is what the last subtask's tests played: every skill with each name's latest definition
+    last = len(DIAMOND_CHAIN) - 1
+    lib = SubtaskCode(_state_at(last, {n: skills[n] for n in DIAMOND_CHAIN[:last]}), settings)
+    pool = lib.with_code(_written(last, DIAMOND_CHAIN[last], DIAMOND_CHAIN[last - 1]))
+    tested = code_pool.definitions(code_pool.test_program(pool, lib.prefix, [DIAMOND_CHAIN[last]], 100)[0])
     chain = _load_chain([{"name": n} for n in DIAMOND_CHAIN], skills, seed=0)
     try:
         for k, step in enumerate(chain):
-            lib = SubtaskCode(_state_at(k, {n: skills[n] for n in DIAMOND_CHAIN[:k]}), settings)
-            pool = lib.with_code(_written(k, DIAMOND_CHAIN[k], DIAMOND_CHAIN[k - 1] if k else None))
-            tested, _ = code_pool.test_program(pool, lib.prefix, [DIAMOND_CHAIN[k]], 100)
-            played = code_pool.definitions(step.source)
             inner = code_pool.definitions("\n".join(line[4:] for line in step.source.splitlines()[3:]))
-            assert played  # the played action is one function: its definitions sit one level in
-            for name, source in code_pool.definitions(tested).items():
-                if name != "main":
-                    assert inner.get(name, "").strip() == source.strip(), (k, name)
-            assert step.source.count("def helper(") == 1 and f"helper of skill {k}" in step.source
+            assert code_pool.definitions(step.source)  # one function: its definitions sit one level in
+            for name in DIAMOND_CHAIN[:k + 1]:
+                assert inner.get(name, "").strip() == tested[name].strip(), (k, name)
+            assert step.source.count("def helper(") == 1 and f"helper of skill {last}" in step.source
     finally:
         for step in chain:
             step.close()
