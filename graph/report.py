@@ -70,7 +70,8 @@ def _endings_markdown(ended: Sequence[Mapping[str, Any]], episodes: int) -> list
              "playing then; report.json `evaluation.endings` has each seed's):", "",
              "| skill | how | episodes | the code was in (most often) |", "|---|---|---:|---|"]
     for r in ended[:ENDING_ROWS]:
-        where = str(r.get("often_in") or "").replace("|", "/")
+        # one table cell: the sandbox cleaned the text already; a newline, pipe or backtick would break the row
+        where = " ".join(str(r.get("often_in") or "").split()).replace("|", "/").replace("`", "'")
         lines.append(f"| {r['subtask']} | {r['how']} | {r['episodes']} | {f'`{where}`' if where else '-'} |")
     if len(ended) > ENDING_ROWS:
         rest = sum(int(r["episodes"]) for r in ended[ENDING_ROWS:])

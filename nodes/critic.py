@@ -53,6 +53,16 @@ def _best_by_kind(results: list[MeasuredResult], subtask: str) -> dict[str, floa
     return best
 
 
+def _rates_on_the_same_seeds(results: list[MeasuredResult], result: MeasuredResult) -> list[float]:
+    """The judged rates of the earlier code attempts of the same sub-action tested on the same seeds as
+    `result`: the critic then knows that the best of them was picked on those seeds."""
+    if result.get("kind") != "code" or not result.get("seeds"):
+        return []
+    return [judged_rate(r) for r in results
+            if r is not result and r != result and r.get("kind") == "code" and r.get("seeds") == result["seeds"]
+            and (r.get("subtask"), r.get("sub_action")) == (result.get("subtask"), result.get("sub_action"))]
+
+
 def _failed_result(judged: SubActionEntry, why: str) -> MeasuredResult:
     return {"kind": judged["kind"], "ok": False, "success_rate": 0.0, "episodes": 0, "steps": 0,
             "rate_source": "none", "errors": [why]}
@@ -139,6 +149,7 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
         "pass_rule": pass_rule_text(judged_runs, settings.target_success) if judged["kind"] == "code"
         else training_pass_rule_text(settings.target_success),
         "meets_target": meets_target(result, settings.target_success), "judged_count": count,
+        "same_seeds": _rates_on_the_same_seeds(current.get("results", []), result),
         "verdict_rules": verdict_rules(settings, inner, outer, judged["kind"]),
     }
     try:

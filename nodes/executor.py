@@ -33,6 +33,7 @@ from nodes.context import RunContext, context_of
 from nodes.recipes import prerequisites
 from nodes.skills.library import Skill
 from nodes.skills.pool import CHAIN_HELPERS, Pool, definitions, pool_of
+from nodes.skills.records import needed_before
 from nodes.state import RLGPTState
 from prompts.fewshot import chain_as_action
 from rl.evaluate import wilson_interval
@@ -119,22 +120,32 @@ class _ChainStep:
 
 def _load_chain(plan: Sequence[Mapping[str, Any]], skills: Mapping[str, SkillLike], seed: int,
                 score: bool = False) -> list[_ChainStep]:
-    """The skills in plan order, every coded one played with the whole chain's pool: each name in its latest
-    definition (nodes.skills.pool.pool_of: a later skill's definition replaces an earlier one). That is what
-    the last subtask's code tests played, replaying the earlier skills with the library as it stood then; a
-    stay_alive or helper a later skill rewrites so plays in every skill, as the fast agent's prompt says.
+    """The skills in plan order, each coded one played with the library as the latest code test that played it
+    had it (nodes.skills.pool.pool_of: a later definition replaces an earlier one). That is its own test, or
+    the test of a later passing coded skill that replayed it first (nodes.skills.records.needed_before): a
+    stay_alive or helper the diamond's code rewrites then plays in every skill its tests replayed, as the
+    fast agent's prompt says. A skill that is not passing (a best attempt cut short by a limit) changes only
+    its own play and the later skills'.
     In a score plan a coded skill replays only its own prerequisites before it: the plan's other
-    achievements are not needed for it, and one that failed would hold it up."""
+    achievements are not needed for it, and one that failed would hold it up; each plays with the library
+    as it stood at its own place."""
     names = [sub["name"] for sub in plan]
-    pool = pool_of([])  # the built-ins; each skill's definitions join it in plan order
     loaded = [Skill.model_validate(skills[name]) for name in names]
+    pool = pool_of([])  # the built-ins; each skill's definitions join it in plan order
+    pools = []  # the library as it stood at each skill: what its code tests loaded
     for name, skill in zip(names, loaded, strict=True):
         for source in skill.sources:
             pool.add(source, subtask=name, kind=skill.kind)
+        pools.append(pool.copy())
     chain = []
     for i, (name, skill) in enumerate(zip(names, loaded, strict=True)):
+        tested_last = i
+        if not score:
+            tested_last = next((k for k in range(len(names) - 1, i, -1)
+                                if loaded[k].kind == "code" and loaded[k].passing
+                                and name in needed_before(names[k], names[:k])), i)
         earlier = [n for n in names[:i] if n in prerequisites(name)] if score else names[:i]
-        chain.append(_ChainStep(name, skill, seed, earlier=earlier, pool=pool, later=names[i + 1:],
+        chain.append(_ChainStep(name, skill, seed, earlier=earlier, pool=pools[tested_last], later=names[i + 1:],
                                 place=f"{i + 1}/{len(plan)}"))
     return chain
 
@@ -167,27 +178,29 @@ def _play_chain(env, chain: list[_ChainStep], score: bool, errors: list[str],
         if step.achievement in env.game.achievements:
             passed.append(step.subtask)
         elif not score:
-            ending = _ending(env, step, error)
+            ending = _ending(env, step.subtask, error, step.running)
             break
         if ended:
             break
     return steps, passed, ending
 
 
-def _ending(env, step: _ChainStep, error: str | None) -> dict[str, Any]:
-    """Where and how an episode ended in `step` without its achievement: the subtask, how (the player died
-    and of what, the episode ran out of steps, the code failed, or the skill stopped), the episode's step,
-    and the functions a coded skill was in at its last step."""
+def _ending(env, subtask: str, error: str | None = None, running: str = "", missing: bool = False) -> dict[str, Any]:
+    """Where and how an episode ended in `subtask` without its achievement: how (the player died and of what,
+    the episode ran out of steps, the code failed, the skill stopped, or the chain has no skill for it), the
+    episode's step, and the functions a coded skill was in at its last step."""
     cause = getattr(env, "death_cause", None)
     if cause:
         how = f"died: {cause}"
     elif env.game.step_count >= env.max_steps:
         how = "out of episode steps"
+    elif missing:
+        how = "no skill for it"
     elif error:
         how = "code error"
     else:
         how = "stopped without the achievement"
-    return {"subtask": step.subtask, "how": how, "step": int(env.game.step_count), "in": step.running}
+    return {"subtask": subtask, "how": how, "step": int(env.game.step_count), "in": running}
 
 
 def endings_summary(endings: Sequence[Mapping[str, Any] | None]) -> list[dict[str, Any]]:
@@ -248,12 +261,18 @@ def evaluate_chain(task: str, plan: Sequence[Mapping[str, Any]], skills: Mapping
         for world in seeds:
             env.reset(seed=world)
             steps, passed, ending = _play_chain(env, chain, score, errors, world)
-            if ending is None and missing and not score:  # every skill played passed: the next one is missing
-                ending = {"subtask": missing[0], "how": "no skill for it", "step": int(env.game.step_count), "in": ""}
-            endings.append(None if ending is None else {"seed": world, **ending})
             for name in passed:
                 reached[name] += 1
             success = target.is_success(set(env.game.achievements))
+            if success or score:
+                ending = None
+            elif ending is None:
+                # every skill played passed, the last one as the episode ended (a death on the step that
+                # unlocked it), or the next subtask has no skill
+                after = [s.subtask for s in chain if s.subtask not in passed]
+                ending = _ending(env, after[0]) if after else _ending(env, missing[0] if missing else task,
+                                                                       missing=bool(missing))
+            endings.append(None if ending is None else {"seed": world, **ending})
             successes += int(success)
             outcomes.append(int(success))
             total_steps += steps

@@ -208,4 +208,5 @@ class CriticFacts(TypedDict):
     pass_rule: str
     meets_target: bool
     judged_count: tuple[int, int] | None  # (successes, runs) behind a code test's judged rate
+    same_seeds: list[float]              # the judged rates of earlier code attempts of it on these test seeds
     verdict_rules: str

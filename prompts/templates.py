@@ -338,6 +338,7 @@ def _render_critic(c: CriticFacts) -> str:
     facts = [f"Target success rate: {c.get('target')}." if c.get("target") is not None else "",
              f"Pass rule: {c['pass_rule']}." if c.get("pass_rule") else "",
              _target_verdict(c) if c.get("meets_target") is not None else "",
+             _same_seeds_text(c.get("same_seeds") or []),
              f"Best rates so far by kind: {_pairs(c['best_by_kind']) or 'none yet'}."
              if c.get("best_by_kind") is not None else "",
              f"Loops: {_pairs(c['loops'])}." if c.get("loops") else "",
@@ -352,6 +353,16 @@ def _render_critic(c: CriticFacts) -> str:
         _section("The fast agent's error (no answer of it could be used)", c.get("fast_error")),
         _section("What the graph does with your verdict now", c.get("verdict_rules")),
     ]) + "Answer with the Critique."
+
+
+def _same_seeds_text(rates: list[float]) -> str:
+    """What a comparison of versions on one set of test seeds can and cannot tell."""
+    if not rates:
+        return ""
+    return (f"The {len(rates)} earlier code attempt{'s' if len(rates) > 1 else ''} of this sub-action ran on the "
+            f"same test seeds (judged rates {', '.join(f'{r:.0%}' for r in rates)}): versions a seed or two apart "
+            "differ within chance, and the best of several rates on the same seeds overstates what held-out "
+            "play, on other worlds, will give.")
 
 
 def _target_verdict(c: CriticFacts) -> str:

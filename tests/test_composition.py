@@ -76,6 +76,16 @@ def test_a_depth_10_chain_grows_linearly_and_held_out_plays_the_last_tests_defin
     finally:
         for step in chain:
             step.close()
+    # a last skill that is not passing (a best attempt cut short) changes only its own play: the earlier skills
+    # play as the iron pickaxe's tests, the latest passing ones, replayed them
+    cut_short = dict(skills, collect_diamond=dict(skills["collect_diamond"], passing=False))
+    chain = _load_chain([{"name": n} for n in DIAMOND_CHAIN], cut_short, seed=0)
+    try:
+        assert [f"helper of skill {last - 1}" in step.source for step in chain[:-1]] == [True] * last
+        assert f"helper of skill {last}" in chain[-1].source
+    finally:
+        for step in chain:
+            step.close()
 
 
 def test_a_code_rl_code_cycle_adds_nothing_to_the_library():

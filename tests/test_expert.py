@@ -379,6 +379,25 @@ def test_the_evaluation_says_where_each_episode_that_missed_the_task_ended():
     assert f"| place_table | {died['ended'][0]['how']} |" in text and "place_table > wait`" in text
 
 
+def test_an_ending_names_the_first_thing_that_ended_the_episode():
+    """A death outranks everything (the step that killed the player may also have unlocked the achievement);
+    then the episode's step limit, a missing skill, the code's error, and a skill that just stopped."""
+    from types import SimpleNamespace
+
+    from nodes.executor import _ending
+
+    def env(cause=None, step=10):
+        return SimpleNamespace(death_cause=cause, max_steps=100, game=SimpleNamespace(step_count=step))
+
+    assert _ending(env("zombie", 100), "collect_iron", "boom", "main", missing=True)["how"] == "died: zombie"
+    assert _ending(env(step=100), "collect_iron", "boom", missing=True)["how"] == "out of episode steps"
+    assert _ending(env(), "collect_iron", "boom", missing=True)["how"] == "no skill for it"
+    assert _ending(env(), "collect_iron", "line 3 in f: KeyError")["how"] == "code error"
+    ended = _ending(env(step=42), "collect_iron", None, "main > collect_iron")
+    assert ended == {"subtask": "collect_iron", "how": "stopped without the achievement", "step": 42,
+                     "in": "main > collect_iron"}
+
+
 def test_executor_places_a_station_next_to_what_later_subtasks_need():
     """Each skill plays alone, so the furnace step must know that the iron pickaxe, made next to a
     table and a furnace, comes later: the furnace then goes beside the table."""

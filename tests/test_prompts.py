@@ -110,7 +110,7 @@ def critic_context() -> dict:
                        "errors": ["seed 9: line 12 in mine_diamond: KeyError: 'diamond'"] * 3},
             "code": _code(1500), "report": _filler("episode", 2500), "target": 0.6,
             "best_by_kind": {"code": 0.2, "rl": None}, "loops": {"inner": "2 of 3", "outer": "1 of 3"},
-            "budget_left": 250_000}
+            "budget_left": 250_000, "same_seeds": [0.25, 0.5, 0.375, 0.125, 0.25, 0.5, 0.625]}
 
 
 WORST = {"planner": planner_context, "slow": slow_context, "fast": fast_context, "critic": critic_context}
@@ -363,3 +363,22 @@ def test_a_repair_prompt_does_not_ask_to_fix_code_that_no_run_reached():
     for other in (reached, last):
         _, body = _last_attempt(other, "code")
         assert "Find the cause of the failure in the report and fix it in the code" in body
+
+
+def test_the_critic_hears_that_versions_were_compared_on_the_same_seeds():
+    """Every revision is tested on the same seeds: the critic is told which earlier rates came from them, and
+    that the best of several overstates held-out play. Only code attempts of this sub-action on these seeds."""
+    from nodes.critic import _rates_on_the_same_seeds
+
+    def result(rate, seeds=(900, 901), kind="code", sub_action="mine"):
+        return {"kind": kind, "success_rate": rate, "seeds": list(seeds), "subtask": "collect_diamond",
+                "sub_action": sub_action, "episodes": 2}
+
+    judged = result(0.5)
+    earlier = [result(0.0), result(1.0, seeds=(902, 903)), result(0.5, kind="rl"), result(0.5, sub_action="x")]
+    assert _rates_on_the_same_seeds([*earlier, judged], judged) == [0.0]
+    assert _rates_on_the_same_seeds([judged], judged) == []
+    text = _text("critic", {**critic_context(), "same_seeds": [0.25, 0.625]})
+    assert "The 2 earlier code attempts of this sub-action ran on the same test seeds (judged rates 25%, 62%)" in text
+    assert "overstates what held-out play" in text
+    assert "same test seeds" not in _text("critic", {**critic_context(), "same_seeds": []})

@@ -324,7 +324,10 @@ def test_a_death_before_the_judged_action_took_a_step_is_not_counted_against_it(
     text = summarise_reports_for_agent(rows, prerequisites=prefix, judged=judged)
     assert "2 of 3 runs reached your action; 1 of those 2 succeeded" in text
     lines = {line.split(":")[0]: line for line in text.splitlines() if line.startswith("seed ")}
-    assert lines["seed 1"] == "seed 1: died at step 201 (zombie) before your action started (in main > go_near)"
+    # a death before the action says where and with what, as one inside it does: a stay_alive can change it
+    assert lines["seed 1"].startswith("seed 1: died at step 201 (zombie) before your action started; "
+                                      "in main > go_near; at death: health 0")
+    assert lines["seed 1"].endswith("; held wood 2")
     assert "; in main > make_pickaxe > go_to; at death: health 0" in lines["seed 2"]
     assert "--- detail of seed 2 " in text  # the run that reached the action is the one shown in full
 
@@ -352,8 +355,13 @@ def test_every_failing_seed_keeps_its_line_and_the_successes_share_one():
     early = {**report(9, False), "achievements_unlocked": ["collect_wood"]}  # died before the action started
     line = next(x for x in summarise_reports_for_agent(rows + [early], prerequisites=prefix).splitlines()
                 if x.startswith("seed 9:"))
-    assert line == ("seed 9: died at step 309 (zombie) before your action started (earlier skills did not unlock "
-                    "place_table, make_wood_pickaxe)")  # short, in play order
+    start = ("seed 9: died at step 309 (zombie) before your action started (earlier skills did not unlock "
+             "place_table, make_wood_pickaxe)")  # in play order
+    # then where it died and with what, as far as its share goes: cut after a whole item, never inside a name
+    assert line.startswith(start) and (line[len(start):] == " ..." or line[len(start):].startswith("; at death"))
+    wide = next(x for x in summarise_reports_for_agent(rows + [early], max_chars=8000, prerequisites=prefix)
+                .splitlines() if x.startswith("seed 9:"))
+    assert wide == start + "; at death: health 0, food 0, drink 0, energy 0; held stone 9, wood 3"
 
 
 def test_a_report_counts_each_helper_that_stopped_short_with_its_reason():

@@ -455,9 +455,9 @@ def summarise_reports_for_agent(reports: list[CodeRunReport | dict], max_chars: 
     failing = [_seed_line(r, prerequisites, reached[id(r)]) for r in rows if not r.get("task_success")]
     room = budget - sum(len(x) + 1 for x in lines) - min(len(success_line) + 1, 200)
     share = max(MIN_SEED_LINE_CHARS, room // max(1, len(failing)))
-    lines += [line if len(line) <= share else line[:share - 3] + "..." for line in failing]
+    lines += [_cut(line, share) for line in failing]
     if success_line:
-        lines.append(success_line if len(success_line) <= 200 else success_line[:197] + "...")
+        lines.append(_cut(success_line, 200))
     head = "\n".join(lines)
     ranked = _most_informative(rows, lambda r: reached[id(r)])
     if not ranked:
@@ -482,19 +482,18 @@ def _seed_line(report: dict, prerequisites: Sequence[str] = (), reached: bool = 
         return line + "; a harness failure, not counted against the code"
     unlocked = set(report.get("achievements_unlocked") or ())
     missing = [a for a in dict.fromkeys(prerequisites) if a not in unlocked]
-    if missing and not report.get("task_success"):
-        # short: the earlier skills' failure is not this code's to repair, and the seeds that reached it need the room
-        return line + f" before your action started (earlier skills did not unlock {', '.join(missing)})"
     died = _ended_of(report) == "died"
     where = clean_text(report.get("running_at_end") or "", ERROR_FIRST_LINE_CHARS, mark=False)
+    if missing and not report.get("task_success"):
+        # not this action's code to repair, but a death there is what a stay_alive the model writes can change:
+        # where it happened and the bars at death, as for a death inside the action
+        line += f" before your action started (earlier skills did not unlock {', '.join(missing)})"
+        return line + _death_facts(report, where) if died else line
     if died and not reached:
         # the chain was still walking to the stations or keeping the player fed: not the action's code
-        return line + " before your action started" + (f" (in {where})" if where else "")
+        return line + " before your action started" + _death_facts(report, where)
     if died:
-        held = ", ".join(f"{k} {v}" for k, v in sorted((report.get("inventory_after") or {}).items())
-                         if v and k not in ("health", "food", "drink", "energy"))
-        bars = _bars_text(report.get("inventory_after") or {})
-        line += (f"; in {where}" if where else "") + f"; at death: {bars}" + (f"; held {held}" if held else "")
+        line += _death_facts(report, where)
     if report.get("last_refusal") and _ended_of(report) in ("action_returned", "out_of_steps"):
         line += f"; {clean_text(report['last_refusal'], REFUSAL_CHARS, mark=False)}"
     error = (report.get("error") or "").strip()
@@ -505,6 +504,25 @@ def _seed_line(report: dict, prerequisites: Sequence[str] = (), reached: bool = 
         line += f"; {first[:ERROR_FIRST_LINE_CHARS]}{'...' if len(first) > ERROR_FIRST_LINE_CHARS else ''}"
     gained = [a for a in _gained(report) if a not in prerequisites]  # the earlier skills' are said once above
     return line + f"; gained {', '.join(gained) if gained else 'nothing'}"
+
+
+def _death_facts(report: dict, where: str) -> str:
+    """'; in main > go_to; at death: health 0, food 4, ...; held stone 3, ...': what the player was running
+    and holding when it died (the held items last: a line cut for room loses them first)."""
+    held = ", ".join(f"{k} {v}" for k, v in sorted((report.get("inventory_after") or {}).items())
+                     if v and k not in ("health", "food", "drink", "energy"))
+    bars = _bars_text(report.get("inventory_after") or {})
+    return (f"; in {where}" if where else "") + f"; at death: {bars}" + (f"; held {held}" if held else "")
+
+
+def _cut(line: str, room: int) -> str:
+    """`line` in at most `room` characters, cut after a whole item ('; ' or ', ' separated) when one fits,
+    so that no name is cut in half."""
+    if len(line) <= room:
+        return line
+    head = line[:max(room - 4, 0)]
+    at = max(head.rfind("; "), head.rfind(", "))
+    return (head[:at] if at > room // 2 else head) + " ..."
 
 
 def _most_informative(rows: list[dict], reached: Callable[[dict], bool] = lambda r: True) -> list[dict]:

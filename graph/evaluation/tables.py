@@ -62,7 +62,10 @@ RULES_VERSION = 8
 #    goes on); a code test meets the target by a count fitted to its seeds (nodes.attempt.results.successes_needed:
 #    7 of 8 for 0.9); programs are assembled from one pool of written definitions (nodes.skills.pool.Pool); a plan
 #    that gives up falls back to learning the task.
-GRAPH_RULES_VERSION = 10
+# 11: held-out play runs each skill with the library as the latest passing code test that replayed it had it
+#    (nodes.executor._load_chain): a learned skill's stored actions now reach the earlier skills a later test
+#    replayed with them.
+GRAPH_RULES_VERSION = 11
 METHOD_LABELS = {"rlgpt": "RL-GPT (rule-based expert)", "pure_rl": "pure RL (PPO, primitive actions)",
                  "pure_code": "pure code (coded actions, no RL)",
                  "rl_with_code": "PPO + coded actions in the action head"}
