@@ -94,7 +94,8 @@ def verdict_rules(settings: RunSettings, inner: int, outer: int, kind: str) -> s
     rules.append("move: " + ("the slow agent moves the sub-action to the kind you name." if outer_left
                              else "no outer iteration is left: as fail."))
     ranking = "the highest success_rate, then success_given_start" if kind == "code" else "the highest success_rate"
-    rules.append(f"fail: the best attempt so far ({ranking}; the later on a tie) is kept and the run goes on to "
+    rules.append(f"fail: the best attempt so far ({ranking}; the later on a tie) is kept, its code whole as it was "
+                 "tested (helpers included), and the run goes on to "
                  f"the next subtask when {judged} reaches the skill threshold {settings.skill_threshold:.0%}; below "
                  "it the planner re-plans.")
     return "\n".join(f"- {r}" for r in rules)
