@@ -213,6 +213,13 @@ def report_text(state: Mapping[str, Any]) -> str:
     return relocate_lines(text, program, own) if program else text
 
 
+def _last_round_steps(state: Mapping[str, Any], subtask: str, name: str) -> int | None:
+    """The env steps of the latest code-test round of this sub-action; None before its first."""
+    rounds = [r for r in state.get("results") or [] if r.get("kind") == "code" and r.get("subtask") == subtask
+              and r.get("sub_action") == name and r.get("episodes")]
+    return int(rounds[-1].get("steps") or 0) if rounds else None
+
+
 def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCode, mode: Kind,
                  sub_action: SubActionEntry, round_: list[ToolMessage]) -> FastFacts:
     """The facts of this call: what the prompt shows and what the rule-based expert reasons on."""
@@ -235,6 +242,9 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCo
         # for the expert (not rendered): the library's sources and the skills' entries
         "sources": dict(lib.pool.sources), "prefix": list(lib.prefix),
     }
+    used = _last_round_steps(state, subtask, sub_action["name"])
+    if used is not None:  # what a round really cost, beside its worst case: most episodes end well before their limit
+        context["limits"]["last_round_steps"] = used
     if mode == "rl":
         subtasks_left = max(1, len(state["plan"]) - state["subtask_index"])
         previous = None

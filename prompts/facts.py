@@ -147,6 +147,7 @@ class FastLimits(TypedDict):
     revision: int
     max_revisions: int
     pass_rule: str
+    last_round_steps: NotRequired[int]   # the env steps of this sub-action's latest code-test round
 
 
 class RLFacts(TypedDict):

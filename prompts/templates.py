@@ -244,14 +244,17 @@ def _limits(limits: Mapping[str, Any] | None, mode: str) -> str:
         cost, left = int(seeds) * int(steps), limits.get("budget_left")
         spent = min(cost, int(left)) if left is not None else cost
         capped = f" (capped at the {left} left: each episode gets its share)" if spent < cost else ""
+        used = limits.get("last_round_steps")
+        typical = f"; your last round used {used}" if used is not None else ""
         lines.append(f"One test round plays {seeds} episodes of up to {steps} steps, each ending at the "
-                     f"subtask's achievement or a death: it costs up to {spent} steps{capped}; `max_steps` caps it.")
+                     f"subtask's achievement or a death: it costs up to {spent} steps{capped}{typical}; `max_steps` "
+                     "caps it.")
     if limits.get("budget_left") is not None:
         lines.append(f"Environment steps left in the budget: {limits['budget_left']}.")
     if mode == "code" and limits.get("pass_rule"):
         lines.append(f"Pass rule: {limits['pass_rule']}.")
     rest = {k: v for k, v in limits.items()
-            if k not in ("test_seeds", "max_steps_per_test", "budget_left", "pass_rule")}
+            if k not in ("test_seeds", "max_steps_per_test", "budget_left", "pass_rule", "last_round_steps")}
     if rest:
         lines.append(_pairs(rest))
     return "\n".join(lines)

@@ -382,3 +382,27 @@ def test_the_critic_hears_that_versions_were_compared_on_the_same_seeds():
     assert "The 2 earlier code attempts of this sub-action ran on the same test seeds (judged rates 25%, 62%)" in text
     assert "overstates what held-out play" in text
     assert "same test seeds" not in _text("critic", {**critic_context(), "same_seeds": []})
+
+
+def test_the_test_cost_line_gives_the_last_rounds_real_cost_beside_the_worst_case():
+    """'costs up to 80000' alone reads as what a round takes; most episodes end long before their limit."""
+    context = fast_context()
+    context["limits"] = {**context["limits"], "test_seeds": 8, "max_steps_per_test": 10000, "budget_left": 90000,
+                         "last_round_steps": 4321}
+    text = _text("fast", context)
+    assert "it costs up to 80000 steps; your last round used 4321; `max_steps` caps it." in text
+    assert "last_round_steps" not in text
+    del context["limits"]["last_round_steps"]
+    assert "your last round used" not in _text("fast", context)
+
+
+def test_the_last_rounds_cost_is_this_sub_actions_latest_code_test():
+    from nodes.fast import _last_round_steps
+
+    def result(steps, sub_action="mine", kind="code", subtask="collect_diamond"):
+        return {"kind": kind, "subtask": subtask, "sub_action": sub_action, "episodes": 8, "steps": steps}
+
+    state = {"results": [result(900), result(5000, sub_action="other"), result(7000, kind="rl"), result(2500),
+                         result(100, subtask="collect_iron")]}
+    assert _last_round_steps(state, "collect_diamond", "mine") == 2500
+    assert _last_round_steps(state, "collect_diamond", "absent") is None
