@@ -181,6 +181,9 @@ def _play_chain(env, chain: list[_ChainStep], score: bool, errors: list[str],
             ending = _ending(env, step.subtask, error, step.running)
             break
         if ended:
+            # the episode ended in this skill's call after its achievement (a sword made after the pickaxe): the
+            # skill playing then is where it ended (a success clears it)
+            ending = None if score else _ending(env, step.subtask, error, step.running)
             break
     return steps, passed, ending
 
@@ -266,12 +269,8 @@ def evaluate_chain(task: str, plan: Sequence[Mapping[str, Any]], skills: Mapping
             success = target.is_success(set(env.game.achievements))
             if success or score:
                 ending = None
-            elif ending is None:
-                # every skill played passed, the last one as the episode ended (a death on the step that
-                # unlocked it), or the next subtask has no skill
-                after = [s.subtask for s in chain if s.subtask not in passed]
-                ending = _ending(env, after[0]) if after else _ending(env, missing[0] if missing else task,
-                                                                       missing=bool(missing))
+            elif ending is None:  # every skill played passed and the episode goes on: the next has no skill
+                ending = _ending(env, missing[0] if missing else task, missing=bool(missing))
             endings.append(None if ending is None else {"seed": world, **ending})
             successes += int(success)
             outcomes.append(int(success))

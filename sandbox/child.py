@@ -25,6 +25,7 @@ the reward or the step count, so whatever the code does here it can only choose 
 from __future__ import annotations
 
 import math
+import random
 import signal
 import sys
 import traceback  # noqa: F401 - imported before confinement: error descriptions use it
@@ -133,6 +134,11 @@ class Server:
         if update:
             update = dict(update, observe=[obs_from_wire(o) for o in update["observe"]])
             self.game._apply(update)
+            if "reset" in update or "state" in update:
+                # the `random` agent code imports is this process's: seeded from the episode's helper seed (the
+                # env's own stream, never the world seed) each time the mirror takes up an episode, so the same
+                # code plays the same episode the same way, in a test, in training and in held-out play
+                random.seed(2 * self.game._helper_seed + 1)
 
     def handle(self, request: dict) -> dict:
         try:

@@ -361,6 +361,19 @@ def test_the_evaluation_says_where_each_episode_that_missed_the_task_ended():
         assert ending["in"].endswith("place_table > wait") and 0 < ending["step"] < 5000
     assert sum(row["episodes"] for row in died["ended"]) == 2
 
+    # a skill whose call goes on after its achievement (as a sword follows a pickaxe) and dies there: it is the
+    # skill the episode ended in, not the next one, which never played
+    lingering = {"kind": "code", "entry": "wood_then_wait", "sources": [
+        *wood["sources"], "def wood_then_wait(game):\n    while 'collect_wood' not in game.achievements:\n"
+        "        yield from collect_wood(game)\n        yield from explore(game)\n    while True:\n"
+        "        yield 'noop'\n"]}
+    after = evaluate_chain("place_table", plan, {"collect_wood": lingering, "place_table": waiting}, episodes=1,
+                           seed=0, record=False, max_steps=5000)
+    assert after["reached"]["collect_wood"] == 1
+    [ending] = after["endings"]
+    assert ending["subtask"] == "collect_wood" and ending["how"].startswith("died: ")
+    assert ending["in"].endswith("wood_then_wait")
+
     short = evaluate_chain("place_table", plan, {"collect_wood": wood, "place_table": waiting}, episodes=1, seed=0,
                            record=False, max_steps=60)
     assert [(e["subtask"], e["how"], e["step"]) for e in short["endings"]] == [

@@ -721,3 +721,30 @@ def test_missing_layers_are_reported_once_per_run_not_once_per_process(failing_b
     assert warnings_of_a_worker(dict(os.environ)) == 0  # a process this run starts now inherits the report
     alone = {k: v for k, v in os.environ.items() if k != host.WARNED_ENV}
     assert warnings_of_a_worker(alone) == 1  # the control: on its own, a process does warn
+
+
+def test_the_random_module_of_agent_code_plays_an_episode_the_same_way_every_time():
+    """Agent code's `random` is seeded from the episode's helper seed (the env's own stream, not the world seed)
+    when the sandbox takes up an episode: the same code on the same world gives the same steps, in a fresh
+    sandbox process or the same one, and another episode of the stream draws other numbers."""
+    from envs.crafter_env import CrafterEnv
+    from sandbox import AgentCode
+
+    source = ("import random\n\n\ndef wander(game):\n    for _ in range(40):\n"
+              "        yield random.choice(['move_left', 'move_right', 'move_up', 'move_down', 'noop'])\n")
+
+    def play(code, env, world):
+        env.reset(seed=world)
+        return code.execute(env, "wander", max_steps=40).actions
+
+    env = CrafterEnv(task="collect_wood")
+    first, second = AgentCode([source]), AgentCode([source])
+    try:
+        steps = play(first, env, 3)
+        assert len(steps) == 40 and len(set(steps)) > 2
+        assert play(second, CrafterEnv(task="collect_wood"), 3) == steps  # another process, a fresh env
+        assert play(first, CrafterEnv(task="collect_wood"), 3) == steps  # the same process, again
+        assert play(first, env, 3) != steps  # the env's next episode: the stream's next helper seed
+    finally:
+        first.close()
+        second.close()
