@@ -59,7 +59,7 @@ from nodes.entries import (
 from nodes.exits import exit_to
 from nodes.limits import MIN_TRAIN_STEPS, budget_left, fit_calls_to_budget, limit_reached, train_steps_within
 from nodes.models.base import ModelOutputError
-from nodes.schemas import TrainPolicy, configure_rl_answer, write_code_answer
+from nodes.schemas import MAX_CODE_CHARS, TrainPolicy, configure_rl_answer, write_code_answer
 from nodes.settings import RunSettings
 from nodes.skills.pool import (
     Pool,
@@ -238,7 +238,7 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCo
         "previous_attempt": _previous_attempt(state, mode, sub_action, lib),
         "limits": {"test_seeds": n_seeds, "max_steps_per_test": lib.max_steps, "budget_left": left,
                    "revision": int(state.get("inner_iter", 0)), "max_revisions": settings.max_inner_iters,
-                   "pass_rule": pass_rule_text(n_seeds, settings.target_success)},
+                   "pass_rule": pass_rule_text(n_seeds, settings.target_success), "max_code_chars": MAX_CODE_CHARS},
         # for the expert (not rendered): the library's sources and the skills' entries
         "sources": dict(lib.pool.sources), "prefix": list(lib.prefix),
     }

@@ -148,6 +148,7 @@ class FastLimits(TypedDict):
     max_revisions: int
     pass_rule: str
     last_round_steps: NotRequired[int]   # the env steps of this sub-action's latest code-test round
+    max_code_chars: NotRequired[int]     # the longest code an answer may hold (nodes.schemas.MAX_CODE_CHARS)
 
 
 class RLFacts(TypedDict):

@@ -249,12 +249,15 @@ def _limits(limits: Mapping[str, Any] | None, mode: str) -> str:
         lines.append(f"One test round plays {seeds} episodes of up to {steps} steps, each ending at the "
                      f"subtask's achievement or a death: it costs up to {spent} steps{capped}{typical}; `max_steps` "
                      "caps it.")
+    if mode == "code" and limits.get("max_code_chars"):
+        lines.append(f"An answer's code holds at most {limits['max_code_chars']} characters.")
     if limits.get("budget_left") is not None:
         lines.append(f"Environment steps left in the budget: {limits['budget_left']}.")
     if mode == "code" and limits.get("pass_rule"):
         lines.append(f"Pass rule: {limits['pass_rule']}.")
     rest = {k: v for k, v in limits.items()
-            if k not in ("test_seeds", "max_steps_per_test", "budget_left", "pass_rule", "last_round_steps")}
+            if k not in ("test_seeds", "max_steps_per_test", "budget_left", "pass_rule", "last_round_steps",
+                         "max_code_chars")}
     if rest:
         lines.append(_pairs(rest))
     return "\n".join(lines)

@@ -70,7 +70,8 @@ def fast_context(mode: str = "code") -> dict:
                          if mode == "code" else
                          {"report": _filler("training", 2500), "revision": 1, "max_revisions": 2}),
         "feedback": "The code walks to the diamond but never checks for lava on the way; " * 8,
-        "limits": {"test_seeds": 3, "max_steps_per_test": 10_000, "budget_left": 400_000, "subtasks_left": 1},
+        "limits": {"test_seeds": 3, "max_steps_per_test": 10_000, "budget_left": 400_000, "subtasks_left": 1,
+                   "last_round_steps": 30_000, "max_code_chars": 8000},
         "rl": {"coded_actions": ["explore", "mine_diamond", *CHAIN], "train_steps": 100_000,
                "min_train_steps": 10_000, "max_train_steps": 400_000, "subtasks_left": 1,
                "previous_train_steps": None},
@@ -394,6 +395,8 @@ def test_the_test_cost_line_gives_the_last_rounds_real_cost_beside_the_worst_cas
     assert "last_round_steps" not in text
     del context["limits"]["last_round_steps"]
     assert "your last round used" not in _text("fast", context)
+    context["limits"]["max_code_chars"] = 8000
+    assert "An answer's code holds at most 8000 characters." in _text("fast", context)
 
 
 def test_the_last_rounds_cost_is_this_sub_actions_latest_code_test():
