@@ -189,9 +189,9 @@ def _play_chain(env, chain: list[_ChainStep], score: bool, errors: list[str],
 
 
 def _ending(env, subtask: str, error: str | None = None, running: str = "", missing: bool = False) -> dict[str, Any]:
-    """Where and how an episode ended in `subtask` without its achievement: how (the player died and of what,
-    the episode ran out of steps, the code failed, the skill stopped, or the chain has no skill for it), the
-    episode's step, and the functions a coded skill was in at its last step."""
+    """Where and how an episode ended in `subtask` (without its achievement, or after it in the same call): how
+    (the player died and of what, the episode ran out of steps, the code failed, the skill stopped, or the
+    chain has no skill for it), the episode's step, and the functions a coded skill was in at its last step."""
     cause = getattr(env, "death_cause", None)
     if cause:
         how = f"died: {cause}"

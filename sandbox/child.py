@@ -86,6 +86,7 @@ class Server:
         self.refusals: list[str] = []  # each reason a helper stops short, for the host (tell_refusals)
         self.game._refusals = self.refusals
         self.running_told = ""  # the functions the open call was last said to be in
+        self.seeded_for: int | None = None  # the helper seed `random` was last seeded from (sync)
 
     def send(self, message: dict) -> None:
         write_frame(REPLY_OUT, message)
@@ -134,11 +135,14 @@ class Server:
         if update:
             update = dict(update, observe=[obs_from_wire(o) for o in update["observe"]])
             self.game._apply(update)
-            if "reset" in update or "state" in update:
+            if "reset" in update or ("state" in update and self.game._helper_seed != self.seeded_for):
                 # the `random` agent code imports is this process's: seeded from the episode's helper seed (the
                 # env's own stream, never the world seed) each time the mirror takes up an episode, so the same
-                # code plays the same episode the same way, in a test, in training and in held-out play
-                random.seed(2 * self.game._helper_seed + 1)
+                # code plays the same episode the same way, in a test, in training and in held-out play. A
+                # memory-map catch-up within the episode it plays already (a long gap between calls) keeps the
+                # stream going rather than starting it again.
+                self.seeded_for = self.game._helper_seed
+                random.seed(2 * self.seeded_for + 1)
 
     def handle(self, request: dict) -> dict:
         try:
