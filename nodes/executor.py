@@ -20,6 +20,7 @@ video can be made later by replaying their actions on a fresh env, without runni
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -209,12 +210,12 @@ def _ending(env, subtask: str, error: str | None = None, running: str = "", miss
 def endings_summary(endings: Sequence[Mapping[str, Any] | None]) -> list[dict[str, Any]]:
     """The episodes that ended short of the task, counted by (subtask, how), most episodes first; each row
     names the functions running at the end most often among them."""
-    groups: dict[tuple[str, str], list[str]] = {}
+    groups: dict[tuple[str, str], Counter[str]] = {}
     for e in endings:
         if e is not None:
-            groups.setdefault((e["subtask"], e["how"]), []).append(e.get("in") or "")
-    rows = [{"subtask": subtask, "how": how, "episodes": len(ins),
-             "often_in": max(set(ins), key=lambda x: (ins.count(x), x))}
+            groups.setdefault((e["subtask"], e["how"]), Counter())[e.get("in") or ""] += 1
+    rows = [{"subtask": subtask, "how": how, "episodes": sum(ins.values()),
+             "often_in": max(ins, key=lambda x: (ins[x], x))}
             for (subtask, how), ins in groups.items()]
     return sorted(rows, key=lambda r: (-r["episodes"], r["subtask"], r["how"]))
 
