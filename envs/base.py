@@ -43,3 +43,9 @@ class Backend(Protocol):
 
     def render(self) -> np.ndarray:
         """An RGB frame of the player's view, for GIFs and the pixel policy."""
+
+    def save(self) -> tuple[bytes, tuple[int, int]]:
+        """The current world and player as bytes (envs.saved_state), and where the player spawned."""
+
+    def restore(self, world: bytes, spawn: tuple[int, int], reseed: int) -> None:
+        """Play on from a world `save` returned, its random generator seeded anew with `reseed`."""

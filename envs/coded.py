@@ -50,6 +50,9 @@ class OptionOutcome:
     error: str | None = None
     precondition_failed: bool = False
     actions: list[str] = field(default_factory=list)
+    suspended: bool = False
+    """the call reached `max_steps` still running and was left open (option_steps' `keep_open`): the
+    driver's next `advance` continues it"""
 
 
 def coded_action(precondition: Callable | None = None, max_steps: int = DEFAULT_MAX_STEPS):
@@ -268,14 +271,18 @@ def run_option(env, driver: ActionDriver, name: str, gamma: float = 0.99, on_ste
 
 
 def option_steps(env, driver: ActionDriver, name: str, gamma: float = 0.99, on_step: Callable | None = None,
-                 max_steps: int = DEFAULT_MAX_STEPS) -> Generator[Any, None, OptionOutcome]:
-    """`run_option` as a step coroutine: it yields each answer it waits for and reads it when resumed."""
+                 max_steps: int = DEFAULT_MAX_STEPS, resume: bool = False,
+                 keep_open: bool = False) -> Generator[Any, None, OptionOutcome]:
+    """`run_option` as a step coroutine: it yields each answer it waits for and reads it when resumed.
+    `keep_open`: a call still running at `max_steps` is left open (`outcome.suspended`) instead of finished;
+    `resume` continues the driver's open call instead of beginning `name` (nothing stepped in between)."""
     outcome = OptionOutcome()
     index = {action: i for i, action in enumerate(env.primitive_actions)}
     game = env.game  # one object for the episode: looked up once, not through the wrappers every step
-    answer = ask_later(driver, "begin", name, game)
+    answer = ask_later(driver, "advance", game) if resume else ask_later(driver, "begin", name, game)
     yield answer
     kind, value = answer.get()
+    suspended = False
     try:
         while kind == "act":
             if value not in index:
@@ -293,13 +300,18 @@ def option_steps(env, driver: ActionDriver, name: str, gamma: float = 0.99, on_s
             outcome.terminated, outcome.truncated = terminated, truncated
             if on_step is not None:
                 on_step(value, obs, reward, info)
-            if terminated or truncated or outcome.steps >= max_steps:
+            if terminated or truncated:
+                break
+            if outcome.steps >= max_steps:
+                suspended = keep_open  # the next action is asked for when the call goes on
                 break
             answer = ask_later(driver, "advance", game)
             yield answer
             kind, value = answer.get()
     finally:
-        driver.finish()
+        if not suspended:
+            driver.finish()
+    outcome.suspended = suspended
     if kind == "precondition":
         outcome.precondition_failed = True
         outcome.error = value

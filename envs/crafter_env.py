@@ -16,6 +16,7 @@ from envs.base import Backend
 from envs.crafter_backend import PRIMITIVE_ACTIONS, CrafterBackend
 from envs.describe import damage_cause
 from envs.game_api import GameAPI
+from envs.saved_state import SavedState
 from envs.tasks import Task, get_task
 
 ACTION_INDEX: dict[str, int] = {name: i for i, name in enumerate(PRIMITIVE_ACTIONS)}
@@ -55,6 +56,7 @@ class TaskEnv(gym.Env):
         self._seeded = False
         self._unlocked: set[str] = set()
         self._steps = 0
+        self._limit = 0
         self._done = True
 
     def _world_of_reset(self, seed: int | None) -> tuple[int, int] | None:
@@ -67,16 +69,25 @@ class TaskEnv(gym.Env):
         return None
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
+        """A new episode: the world of `seed`, or with ``options={"start": SavedState}`` the saved moment of
+        an earlier episode (envs.saved_state), played on with `seed` as its creatures' random seed. The
+        episode then ends at the saved step plus `max_steps`."""
         super().reset(seed=seed)
         world = self._world_of_reset(seed)
         # first reset without a seed: draw one from gymnasium's RNG
         self._seed, self._episode = world or (int(self.np_random.integers(0, 2**31 - 1)), 0)
         self._seeded = True
-        self.backend.reset(self._seed, self._episode)
-        self._unlocked = set()
-        self._steps = 0
+        start = (options or {}).get("start")
+        if start is None:
+            self.backend.reset(self._seed, self._episode)
+            self._steps = 0
+        else:
+            self.backend.restore(start.world, start.spawn, reseed=self._seed)
+            self._steps = int(start.steps)
+        self._unlocked = self.backend.achievements()
+        self._limit = self._steps + self.max_steps
         self._done = False
-        player_obs = self.backend.player_observation(0)
+        player_obs = self.backend.player_observation(self._steps)
         self.game._reset(player_obs, helper_seed=self._helper_seeds.getrandbits(63))
         return self.backend.policy_observation(self.obs_kind, player_obs), self._info(False, 0)
 
@@ -105,7 +116,7 @@ class TaskEnv(gym.Env):
         else:
             reward = native_reward
             terminated = bool(dead)
-        truncated = not terminated and self._steps >= self.max_steps
+        truncated = not terminated and self._steps >= self._limit
         self._done = terminated or truncated
         player_obs = self.backend.player_observation(self._steps)
         last = self.game._current() if dead else None
@@ -116,6 +127,12 @@ class TaskEnv(gym.Env):
             info["death_cause"] = damage_cause(player_obs, last.inventory["health"] - player_obs.inventory["health"],
                                                before=last.inventory)
         return obs, reward, terminated, truncated, info
+
+    def save_state(self, source: str = "") -> SavedState:
+        """The episode as it stands now, to start later episodes from (envs.saved_state)."""
+        world, spawn = self.backend.save()
+        return SavedState(world=world, seed=self._seed, steps=self._steps, achievements=tuple(sorted(self._unlocked)),
+                          spawn=spawn, source=source)
 
     def render(self):
         return self.backend.render()

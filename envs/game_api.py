@@ -510,8 +510,10 @@ class GameAPI:
 
     def is_sheltered(self) -> bool:
         """Whether the player is walled in: the remembered walkable tiles joined to its own are at most
-        a few, and every tile around them is known and solid. Zombies walk on grass, sand and path
-        only and hit only from a tile next to the player, so none can reach it there."""
+        a few, and every tile around them is known and solid.
+
+        Zombies walk on grass, sand and path only and hit only from a tile next to the player, so none can
+        reach it there."""
         region, queue = {self.pos}, [self.pos]
         while queue:
             for n in _neighbours(queue.pop()):
@@ -526,7 +528,8 @@ class GameAPI:
         return True
 
     def shelter(self, max_steps: int = 60) -> Iterator[str]:
-        """Wall the player into a pocket two tiles long, for sleeping through the night.
+        """Wall the player into a pocket two tiles long, for sleeping through the night; needs a wood pickaxe
+        and a site among the tiles seen so far, else it returns at once.
 
         The player can face a free tile only by stepping toward it from the opposite side, so a
         pocket must be two tiles long: walk onto an entrance tile, go two tiles in (mining stone

@@ -20,7 +20,9 @@ from graph.pictures import RUN_GRAPH_STEM, TIMELINE_FILE
 from nodes.report import rate_of
 
 # how each kind of skill rate was measured (nodes.skills.library.RateSource), for the skill lines
-RATE_SOURCE_TEXT = {"code_tests": "in code tests", "training": "in training", "validation": "on validation seeds",
+RATE_SOURCE_TEXT = {"code_tests": "in code tests", "training": "in training",
+                    "chain_training": "in training from where the chain reached it",
+                    "validation": "on validation seeds",
                     "none": "(no measurement)"}
 # The pictures graph.run leaves in the run folder (graph.pictures), in the order the report shows them;
 # then any GIF in VIDEO_DIR (graph.video's folder), captioned from its JSON sidecar when it has one.

@@ -25,7 +25,14 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from nodes.attempt.outcome import skill_from_attempt
-from nodes.attempt.results import judged_count, judged_rate, meets_target, pass_rule_text, training_pass_rule_text
+from nodes.attempt.results import (
+    CHAIN_STARTS,
+    judged_count,
+    judged_rate,
+    meets_target,
+    pass_rule_text,
+    training_pass_rule_text,
+)
 from nodes.attempt.rounds import judged_sub_action, measure_event, recorded_result
 from nodes.context import RunContext, context_of
 from nodes.entries import CritiqueEntry, FailedEntry, MeasuredResult, SubActionEntry
@@ -45,11 +52,15 @@ from prompts.templates import messages_for
 HIDDEN_FROM_CRITIC = ("sources", "rl_config", "per_seed", "rate_source", "policy_path", "run_dir", "wall_time_s")
 
 
-def _best_by_kind(results: list[MeasuredResult], subtask: str) -> dict[str, float]:
+def _best_by_kind(results: list[MeasuredResult], subtask: str, given_start: bool = False) -> dict[str, float]:
+    """The best rate of each kind of attempt at `subtask` (tests of a policy's building blocks are not
+    attempts at it). `given_start`: beside a training that started where the chain stands, the rates given
+    the start (judged_rate), the only ones it compares with."""
     best: dict[str, float] = {}
     for r in results:
-        if r.get("subtask") == subtask:
-            best[r["kind"]] = max(best.get(r["kind"], 0.0), float(r["success_rate"]))
+        if r.get("subtask") == subtask and not r.get("head_test"):
+            rate = judged_rate(r) if given_start else float(r["success_rate"])
+            best[r["kind"]] = max(best.get(r["kind"], 0.0), rate)
     return best
 
 
@@ -131,7 +142,8 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
         update["best"] = current["best"] = best
     # the best rates of the attempts before this one: the fast node may have recorded this round's result
     # already (it reads test reports to repair code), and a training judged against itself never improves
-    earlier = _best_by_kind([r for r in current.get("results", []) if r != result], subtask)
+    earlier = _best_by_kind([r for r in current.get("results", []) if r != result], subtask,
+                            given_start=result.get("rate_source") == CHAIN_STARTS)
     last: Mapping[str, Any] = state.get("last_attempt") or {}
     max_inner, max_outer = settings.max_inner_iters, settings.max_outer_iters
     inner, outer = int(state.get("inner_iter", 0)), int(state.get("outer_iter", 0))
@@ -148,7 +160,7 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
         "loops": loops_text(settings, inner, outer, judged["kind"]),
         "budget_left": budget_left(current), "min_train_steps": MIN_TRAIN_STEPS,
         "pass_rule": pass_rule_text(judged_runs, settings.target_success) if judged["kind"] == "code"
-        else training_pass_rule_text(settings.target_success),
+        else training_pass_rule_text(settings.target_success, result.get("rate_source") == CHAIN_STARTS),
         "meets_target": meets_target(result, settings.target_success), "judged_count": count,
         "same_seeds": _rates_on_the_same_seeds(current.get("results", []), result),
         "verdict_rules": verdict_rules(settings, inner, outer, judged["kind"]),

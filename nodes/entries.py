@@ -28,7 +28,7 @@ from prompts.facts import (
 __all__ = [
     "AttemptResult", "CodeVersion", "CritiqueEntry", "CritiqueLog", "DecompositionEntry", "Event", "FailedEntry",
     "HeadTest", "Kind", "LastAttempt", "MeasuredResult", "PreviousAttempt", "RLConfigEntry", "SkillRecord",
-    "SubActionEntry", "SubtaskEntry", "coded", "learned",
+    "StartStateEntry", "SubActionEntry", "SubtaskEntry", "coded", "learned",
 ]
 
 
@@ -49,8 +49,8 @@ class MeasuredResult(TypedDict, total=False):
 
     # -- every result --
     kind: Kind                         # code tests or a training
-    success_rate: float                # from a fresh world (code and rl are compared on it)
-    rate_source: str                   # code_tests | training | validation | none (Skill.rate_source)
+    success_rate: float                # from a fresh world (chain_training: from where the chain reached it)
+    rate_source: str                   # code_tests | training | chain_training | validation | none
     steps: int                         # env steps the round spent
     errors: list[str]                  # the first errors, as text
     episodes: int                      # code: test episodes judged (0 for a training or nothing measured)
@@ -70,10 +70,12 @@ class MeasuredResult(TypedDict, total=False):
     harness_failures: int              # runs the harness failed (not counted)
     seeds: list[int | None]
     per_seed: list[dict[str, Any]]     # seed, success, steps, failure, ended, death_cause, inventory_after
+    head_test: bool                    # a building block of a policy's head, tested before training (never kept)
     # -- a training (nodes.attempt.results.summarise_training) --
     curve_start: float | None          # first and last point of the learning curve
     curve_end: float | None
     episode_outcomes: Any              # how episodes ended (the training's outcome summary)
+    stopped_early: str                 # why the training stopped before its budget (PPOSettings.stop_below)
     coded_action_counts: dict[str, Any]
     coded_action_failures: dict[str, Any]
     policy_path: str | None
@@ -104,6 +106,16 @@ class RLConfigEntry(TypedDict):
     version: int
     config: dict[str, Any]             # the RLConfig as plain data
     coded_action_names: list[str]      # its action head's coded actions, by name
+
+
+class StartStateEntry(TypedDict):
+    """An entry of `start_states`: where a successful code test stopped, saved for trainings of later
+    sub-actions to start from (envs.saved_state; the world's bytes are in `file`, never in the state)."""
+
+    file: str
+    subtask: str                       # the subtask whose code test saved it
+    achievements: list[str]            # unlocked at that moment
+    steps: int                         # the episode step it was saved at
 
 
 class CritiqueLog(CritiqueEntry):

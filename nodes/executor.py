@@ -37,7 +37,7 @@ from nodes.skills.pool import CHAIN_HELPERS, Pool, definitions, pool_of
 from nodes.skills.records import needed_before
 from nodes.state import RLGPTState
 from prompts.fewshot import chain_as_action
-from rl.evaluate import wilson_interval
+from rl.stats import wilson_interval
 from sandbox import AgentCode, CodeRejected
 
 if TYPE_CHECKING:
@@ -229,13 +229,15 @@ def _score_fields(unlocked: list[list[str]], seed: int) -> dict:
 
 
 def evaluate_chain(task: str, plan: Sequence[Mapping[str, Any]], skills: Mapping[str, SkillLike], episodes: int,
-                   seed: int, record: bool = True, max_steps: int | None = None) -> dict:
+                   seed: int, record: bool = True, max_steps: int | None = None,
+                   worlds: Sequence[int] | None = None) -> dict:
     """Success of the chained skills on `episodes` held-out worlds (for a score task, its Crafter score).
 
     With `record`, the result's `replays` holds two of these episodes as `EpisodeRecord.to_json()` dumps:
     `first` (the first held-out seed's) and `furthest` (the most chain steps passed, then success, then the
     most achievements; the earliest seed on a tie). They are what videos are made from (graph/video.py).
-    `max_steps`: each episode's length (default: the task's step limit)."""
+    `max_steps`: each episode's length (default: the task's step limit). `worlds`: other seeds to play than the
+    held-out ones, e.g. validation seeds for a measurement made while developing (one episode each)."""
     from envs.replay import RecordingEnv  # heavy (Crafter): only when a chain is played
 
     score = TASKS[task].is_score
@@ -252,7 +254,8 @@ def evaluate_chain(task: str, plan: Sequence[Mapping[str, Any]], skills: Mapping
     chain = _load_chain(playable, skills, seed, score=score)
     env = RecordingEnv(task=task, obs_kind="symbolic", reward="task", max_steps=max_steps)
     target = TASKS[task]
-    seeds = eval_seeds(episodes)
+    seeds = list(worlds)[:episodes] if worlds is not None else eval_seeds(episodes)
+    episodes = len(seeds)
     successes, total_steps, reached = 0, 0, {s.subtask: 0 for s in chain}
     errors: list[str] = []
     unlocked: list[list[str]] = []

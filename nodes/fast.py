@@ -33,6 +33,8 @@ from nodes.attempt.results import (
     CODE_TOOL,
     CONFIGURE_TOOL,
     TRAIN_TOOL,
+    code_rate_floor,
+    judged_rate,
     last_tool_calls,
     last_tool_round,
     pass_rule_text,
@@ -81,6 +83,7 @@ from nodes.skills.records import (
     replaced_names,
     solved_pool,
 )
+from nodes.starts import STARTS_FOLDER, chain_starts, starts_text, write_start_set
 from nodes.state import AttemptState, current_decomposition, log_lengths, with_update
 from prompts.facts import FastFacts, RLFacts
 from prompts.fewshot import examples_for
@@ -92,6 +95,9 @@ REPORT_CHARS = 2500   # the test report the fast agent and the critic read
 TESTED_REPORT_CHARS = 700  # a head entry's test report, shown with the training's configuration
 HEAD_BUILTINS = ("explore",)  # the built-in a policy may always call (listed in the library as built-in)
 GRAPH_PPO_WORKERS = 2  # worker processes of a graph training ('actors'): fixed, so runs replay on any machine
+# a graph training's policy decides again after this many steps of a coded call, which goes on if chosen again
+# (rl.options.CodedActionsWrapper): it watches the code run and learns where to step in
+GRAPH_DECISION_STEPS = 32
 
 
 def ppo_defaults(settings: RunSettings, moved_from_code: bool = True) -> dict[str, Any]:
@@ -145,6 +151,16 @@ class SubtaskCode:
         # a skill whose entry is not among its functions (its code never defined it) cannot be replayed
         self.prefix = [p["main"] for p in self.prior if p.get("main") in self.pool]
         self.max_steps = test_max_steps(settings, self.subtask)
+        # moments where earlier tests reached this subtask's turn: a training starts there (nodes.starts)
+        self.starts = chain_starts(state, self.subtask) if self.prefix else []
+        # the best code attempt before this attempt's own tests (a move to rl keeps its code in the head)
+        results = list(state.get("results") or [])
+        before = results[:(state.get("log_marks") or {}).get("results", len(results))]
+        self.code_results = [r for r in before if r.get("subtask") == self.subtask and r.get("kind") == "code"
+                             and not r.get("head_test")]
+        best = max(self.code_results, key=self.rate, default=None)
+        self.best_code = best
+        self.moved_code = best.get("sub_action") if best is not None and best.get("sub_action") in self.pool else None
 
     def replanned(self, sub_action: SubActionEntry) -> bool:
         """Whether this subtask's code of `sub_action` was written for a plan the slow agent has changed since."""
@@ -156,9 +172,31 @@ class SubtaskCode:
         pool.add(code, subtask=self.subtask, kind="code", this_subtask=True)
         return pool
 
+    def rate(self, result: Mapping[str, Any]) -> float:
+        """An attempt's rate as this subtask's training measures its own: given the start when the training
+        starts where the chain stands, else from a fresh world."""
+        return judged_rate(result) if self.starts else float(result.get("success_rate") or 0.0)
+
+    def play_name(self) -> str | None:
+        """The coded action that plays the code this subtask was moved from as held-out play runs it (the chain
+        driver: retries, gathering, stay_alive between tries), offered to a policy's action head."""
+        return f"play_{self.subtask}" if self.moved_code else None
+
+    def graph_actions(self) -> list[tuple[str, str]]:
+        """(name, what it does) of the coded actions the graph composes for an action head."""
+        out: list[tuple[str, str]] = []
+        play, reach = self.play_name(), self.reach_name()
+        if play:
+            out.append((play, f"plays {self.moved_code} as held-out play runs it (the chain driver retries it, "
+                              "gathers what it lacks, calls stay_alive between tries)"))
+        if reach:
+            out.append((reach, f"plays the solved prefix ({' -> '.join(self.prefix)}) as one action"))
+        return out
+
     def reach_name(self) -> str | None:
-        """The coded action that plays the solved prefix, offered to a policy's action head."""
-        return f"reach_{self.subtask}" if self.prefix else None
+        """The coded action that plays the solved prefix, offered to a policy's action head; none when the
+        training starts where the chain stands (saved moments, `starts`)."""
+        return f"reach_{self.subtask}" if self.prefix and not self.starts else None
 
     @staticmethod
     def hinted(decomposition: DecompositionEntry) -> list[str]:
@@ -171,15 +209,21 @@ class SubtaskCode:
         own += [n for n in self.hinted(decomposition) if n in self.pool and n not in own]
         names = own + [n for n in self.prefix if n in self.pool and n not in own]
         names += [n for n in HEAD_BUILTINS if n in self.pool and n not in names]
-        reach = self.reach_name()
-        return names + ([reach] if reach else [])
+        return names + [name for name, _ in self.graph_actions()]
+
+    def head_order(self, names: list[str]) -> list[str]:
+        """The head's coded actions in their order on the head: the library's, then the graph's (play_, reach_)."""
+        composed = [name for name, _ in self.graph_actions() if name in names]
+        return [n for n in names if n not in composed and n in self.pool] + composed
 
     def head_sources(self, names: list[str]) -> list[str]:
-        reach = self.reach_name()
-        plain = [n for n in names if n != reach and n in self.pool]
-        sources = action_head_sources(self.pool, plain)
-        if reach and reach in names:
-            sources.append(prefix_action(self.pool, self.prefix, self.max_steps, reach))
+        order = self.head_order(names)
+        sources = action_head_sources(self.pool, [n for n in order if n in self.pool])
+        if self.play_name() in order:
+            steps = [*self.prefix, str(self.moved_code)]
+            sources.append(prefix_action(self.pool, steps, self.max_steps, str(self.play_name())))
+        if self.reach_name() in order:
+            sources.append(prefix_action(self.pool, self.prefix, self.max_steps, str(self.reach_name())))
         return sources
 
 
@@ -230,7 +274,8 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCo
     context: FastFacts = {
         "subtask": subtask, "task_description": TASKS[subtask].description, "mode": mode,
         "sub_action": sub_action, "decomposition": decomposition,
-        "library": listing(lib.pool, lib.reach_name(), lib.prefix),
+        # the actions the graph composes go on an action head only: listed when a policy is configured
+        "library": listing(lib.pool, lib.graph_actions() if mode == "rl" else []),
         # the chain's own stay_alive, where tests replay earlier skills and the model has not replaced it
         "examples": examples_for(sub_action.get("template"), chain_survival=bool(lib.prefix) and (
             lib.pool.origin.get("stay_alive", {}).get("kind") == "built-in")),
@@ -255,6 +300,10 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCo
                          "min_train_steps": MIN_TRAIN_STEPS, "max_train_steps": max(MIN_TRAIN_STEPS, left),
                          "subtasks_left": subtasks_left, "previous_train_steps": previous,
                          "revise": bool(state.get("feedback") and state["feedback"].get("verdict") == "revise")}
+        if lib.starts:
+            context["rl"]["episodes_start"] = starts_text(lib.starts)
+        if GRAPH_DECISION_STEPS is not None:
+            context["rl"]["decision_steps"] = GRAPH_DECISION_STEPS
         if fallback_training(state, subtask):  # said before the answer: the graph sets this one number
             context["rl"]["total_steps_set_by_the_graph"] = (
                 f"{max(MIN_TRAIN_STEPS, left)}: the plan gave up, so the graph learns the task itself with the whole "
@@ -285,6 +334,8 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCo
                                   if c["subtask"] == subtask), None)
                     if isinstance(config, dict) and named is not None:
                         context["configured_view"] = {**config, "coded_actions": ", ".join(named) or "none"}
+                        if config.get("start_states"):  # a file of the graph's, said in words
+                            context["configured_view"]["start_states"] = f"{len(lib.starts)} saved moments of the chain"
                 else:
                     context["configure_error"] = report.get("error")
     return context
@@ -410,13 +461,28 @@ def configure_rl_calls(state: Mapping[str, Any], settings: RunSettings, lib: Sub
         update["events"] = [{"type": "budget_fit", "subtask": subtask,
                              "changes": [f"ConfigureRL: total_steps {asked} -> {total_steps}"]}]
     names = list(args.get("coded_actions") or [])
-    results = list(state.get("results") or [])
-    before = results[:(state.get("log_marks") or {}).get("results", len(results))]  # not this attempt's head tests
-    moved = any(r.get("subtask") == subtask and r.get("kind") == "code" for r in before)
+    moved = bool(lib.code_results)
     config = {"task": subtask, "obs_kind": "symbolic", "reward": args.get("reward", "task"),
-              "coded_actions": lib.head_sources(names), "eval_episodes": 0,
+              "coded_actions": lib.head_sources(names), "eval_episodes": 0, "decision_steps": GRAPH_DECISION_STEPS,
               "ppo": {**ppo_defaults(settings, moved_from_code=moved), "total_steps": total_steps}}
     version = sum(1 for c in state.get("rl_configs", []) if c["subtask"] == subtask) + 1
+    best = lib.best_code
+    if best is not None and not fallback_training(state, subtask):
+        head = lib.head_order(names)
+        favoured = next((n for n in (lib.play_name(), lib.moved_code) if n in head), None)
+        if favoured is not None:
+            # the policy starts as the code it was moved from, played as held-out play plays it, and learns
+            # where to leave it
+            config["ppo"]["prior_action"] = head.index(favoured)
+        reach = code_rate_floor(best, given_start=bool(lib.starts))
+        if reach > 0:
+            # a training that cannot reach the code it would replace, even at the low end of the code's own
+            # interval, stops at half its budget; the rest stays in the budget
+            config["ppo"]["stop_below"] = round(reach, 4)
+    if lib.starts:  # episodes start where the chain reaches this subtask, not in a fresh world
+        path = settings.run_dir / STARTS_FOLDER / f"{subtask}-o{state.get('outer_iter', 0)}-v{version}.states"
+        write_start_set(lib.starts, path)
+        config["start_states"] = str(path.resolve())
     update["rl_configs"] = [{"subtask": subtask, "sub_action": target["name"], "version": version,
                              "config": config, "coded_action_names": names}]
     return update, [_call(CONFIGURE_TOOL, {"rl_config": config})]

@@ -3,7 +3,7 @@
 It runs after each round of tool calls (and the plugin nodes attached to `tools`). The round's
 environment steps go to the budget, and a measuring round (code tests or a training) becomes one
 entry of `results` and, when it is the subtask's best, its `best` (nodes.attempt.rounds.record_round).
-Then it routes:
+Successful code tests leave where they stopped for later trainings to start from (nodes.starts). Then it routes:
 
 - a training: the critic judges it;
 - a test of a coded building block of a policy's head: its report is filed with the training's
@@ -29,6 +29,7 @@ from nodes.context import RunContext, context_of
 from nodes.entries import learned
 from nodes.fast import TESTED_REPORT_CHARS, SubtaskCode, report_text
 from nodes.settings import RunSettings
+from nodes.starts import save_test_ends
 from nodes.state import AttemptState, current_decomposition, with_update
 
 
@@ -36,6 +37,10 @@ def measure(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Litera
     settings = context_of(runtime).settings
     update, _ = record_round(state)
     round_ = last_tool_round(list(state.get("messages") or []))
+    if "counted_round" in update:  # counted now, not a round a resumed checkpoint had counted already
+        saved = save_test_ends(state, settings.run_dir, round_)
+        if saved:
+            update["start_states"] = saved
     trains = bool(learned(current_decomposition(state)["sub_actions"]))
     if any(m.name == TRAIN_TOOL for m in round_):
         return Command(goto="critic", update=update)

@@ -35,6 +35,7 @@ from nodes.entries import (
     PreviousAttempt,
     RLConfigEntry,
     SkillRecord,
+    StartStateEntry,
     SubtaskEntry,
 )
 from nodes.settings import RunSettings
@@ -67,6 +68,7 @@ class RLGPTState(TypedDict, total=False):
     results: Annotated[list[MeasuredResult], operator.add]     # measured attempts (see nodes.attempt.results)
     critiques: Annotated[list[CritiqueLog], operator.add]      # Critique dumps with subtask + iteration
     events: Annotated[list[Event], operator.add]               # decisions: moves, passes, replans, stops
+    start_states: Annotated[list[StartStateEntry], operator.add]  # where successful code tests stopped
 
     # -- loop counters and limits --
     inner_iter: int                          # fast-agent revisions of the current decomposition
@@ -86,7 +88,7 @@ class RLGPTState(TypedDict, total=False):
     report: dict | None                      # the final report (also written to out_dir)
 
 
-LOG_KEYS = ("code_versions", "rl_configs", "results", "critiques", "events")
+LOG_KEYS = ("code_versions", "rl_configs", "results", "critiques", "events", "start_states")
 
 
 class AttemptState(RLGPTState, total=False):
@@ -131,7 +133,7 @@ def initial_state(task: str, task_text: str, budget_steps: int) -> RLGPTState:
     return RLGPTState(
         task=task, task_text=task_text, plan=[], plan_reason="", subtask_index=0, replans=0, failed=None,
         route="planner", decomposition=None, feedback=None, forced_rl=None, best={}, attempt=0,
-        code_versions=[], rl_configs=[], results=[], critiques=[], events=[],
+        code_versions=[], rl_configs=[], results=[], critiques=[], events=[], start_states=[],
         inner_iter=0, outer_iter=0, total_inner_iters=0, total_outer_iters=0,
         env_steps_spent=0, budget_steps=int(budget_steps), eval_steps=0, started_at=0.0,
         stop_reason=None, skills={}, evaluation=None, usage={}, report=None,

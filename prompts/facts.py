@@ -162,6 +162,8 @@ class RLFacts(TypedDict):
     total_steps_set_by_the_graph: NotRequired[str]
     coded_actions_tested_before_training: NotRequired[str]
     left_out_of_the_head: NotRequired[str]
+    episodes_start: NotRequired[str]     # where training episodes start, when saved moments of the chain exist
+    decision_steps: NotRequired[int]     # steps of a coded call between two decisions of the policy
 
 
 class FastFacts(TypedDict):

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
+from envs.seeds import check_training_seed
 from envs.tasks import get_task
 from rl import MIN_TRAIN_STEPS
 from rl.coded_sources import agent_code, check_config_sources, check_shaping
@@ -30,6 +31,8 @@ PPO_BOUNDS: dict[str, Any] = {
     "target_kl": (0.001, 1.0),
     "hidden_size": (8, 1024),
     "coded_prior": (0.0, 0.99),
+    "stop_below": (0.0, 1.0),
+    "prior_action": (0, 63),
     "torch_threads": (1, 64),
     "num_workers": (1, 64),
     "log_every": (1, 100_000),
@@ -78,6 +81,10 @@ class RLConfig(BaseModel):
     coded_actions: list[str] = Field(
         default_factory=list, description="Python sources of coded actions (generator functions over the game "
                                           "API) appended to the policy's action head")
+    decision_steps: int | None = Field(
+        None, ge=1, le=10_000, description="the policy decides again after this many primitive steps of a coded "
+                                           "call; choosing the same action then continues the call where it stopped, "
+                                           "any other choice ends it (none: every call runs until it returns)")
     max_episode_steps: int | None = Field(None, ge=10, le=10_000,
                                           description="episode step limit (default: the task's limit)")
     terminate_on_success: bool = Field(True, description="end the episode when the task succeeds")
@@ -85,6 +92,10 @@ class RLConfig(BaseModel):
         20, ge=0, le=500, description="episodes played after training to rate the policy, on validation seeds "
                                       "(envs.seeds.validation_seeds); the held-out evaluation seeds stay for the "
                                       "final evaluation")
+    start_states: str | None = Field(
+        None, description="a start-set file (envs.saved_state) of moments where the chain reached this task's "
+                          "turn, saved by the graph from its code tests on training seeds: every training episode "
+                          "starts from one of them instead of a fresh world (none: fresh worlds)")
     ppo: PPOConfig = Field(default_factory=PPOConfig, description="PPO settings")  # type: ignore[valid-type]
 
     @field_validator("task")
@@ -110,6 +121,32 @@ class RLConfig(BaseModel):
                                  "coded action; give the source (`def name(game): ... yield 'do'`)")
         check_config_sources(value)
         return value
+
+    @model_validator(mode="after")
+    def _starts(self) -> RLConfig:
+        # the file itself is read where episodes start (load_starts): a saved policy's config stays valid
+        # after its run folder's start states are gone
+        if self.start_states is not None and self.eval_episodes:
+            raise ValueError("start_states: a policy that starts where the chain stands cannot be rated from a fresh "
+                             "world; set eval_episodes to 0 (its training episodes and the chain's held-out play "
+                             "rate it)")
+        return self
+
+    def load_starts(self) -> list:
+        """The saved moments episodes start from (envs.saved_state.SavedState): ValueError when the file
+        cannot be read, a start is not from a training seed, or has this task's achievement already."""
+        from envs.saved_state import read_states
+
+        if self.start_states is None:
+            return []
+        starts = read_states(self.start_states)  # StateFileError, a ValueError, says what is wrong
+        own = get_task(self.task).achievement
+        for s in starts:
+            check_training_seed(s.seed, "a start state")
+            if own is not None and own in s.achievements:
+                raise ValueError(f"start_states: a start has {own} unlocked already; a training would count a "
+                                 "success it did not earn")
+        return starts
 
     @model_validator(mode="after")
     def _termination(self) -> RLConfig:

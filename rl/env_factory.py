@@ -4,6 +4,7 @@ AsyncVectorEnv pickles each factory into a worker process, so a factory holds on
 RLConfig as JSON, seeds) and builds the env, compiles shaping code and loads coded actions inside
 the worker. Stack (inner to outer):
     CrafterEnv -> SuccessTermination? -> RewardShaping? -> TrainingSeeds -> CodedActionsWrapper? -> TrainerInfo
+TrainingSeeds starts episodes from the config's saved moments of the chain when it names some.
 """
 from __future__ import annotations
 
@@ -64,13 +65,17 @@ class RewardShaping(GameForwarding):
 
 class TrainingSeeds(GameForwarding):
     """Every episode gets its own training world: worker i plays seeds start+i, start+i+n, ...,
-    always below EVAL_SEED_BASE, so training never meets an evaluation world."""
+    always below EVAL_SEED_BASE, so training never meets an evaluation world.
 
-    def __init__(self, env: gym.Env, index: int, num_envs: int, base_seed: int):
+    With `starts` (saved moments where the chain reached this task, envs.saved_state), episode k starts
+    from the k-th of them in the same round-robin instead, with its seed as the creatures' random seed."""
+
+    def __init__(self, env: gym.Env, index: int, num_envs: int, base_seed: int, starts: list | None = None):
         super().__init__(env)
         self._index, self._stride = index, max(1, num_envs)
         self._start = (base_seed * 10_007) % EVAL_SEED_BASE  # spread runs with different seeds apart
         self._episode = 0
+        self._starts = list(starts or [])
 
     def _seed_of(self, episode: int) -> int:
         return (self._start + self._index + episode * self._stride) % EVAL_SEED_BASE
@@ -82,11 +87,16 @@ class TrainingSeeds(GameForwarding):
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         # the vector env's own seed is ignored: our stream already depends on the run seed and index
+        if self._starts:
+            start = self._starts[(self._index + self._episode * self._stride) % len(self._starts)]
+            options = {**(options or {}), "start": start}
         return self.env.reset(seed=check_training_seed(self.next_seed()), options=options)
 
     def prepare_reset(self) -> None:
-        """Build the next episode's world ahead of time (envs.crafter_env.TaskEnv.prepare_reset)."""
-        self.env.get_wrapper_attr("prepare_reset")(seed=check_training_seed(self._seed_of(self._episode)))
+        """Build the next episode's world ahead of time (envs.crafter_env.TaskEnv.prepare_reset); an episode
+        that starts from a saved moment builds none."""
+        if not self._starts:
+            self.env.get_wrapper_attr("prepare_reset")(seed=check_training_seed(self._seed_of(self._episode)))
 
 
 # death_cause is there only on the step an episode ends in a death: it costs nothing on the others
@@ -160,9 +170,9 @@ def build_crafter_env(config_json: str, gamma: float,
         if cfg.shaping:  # shaping source implies code is not None (agent_code)
             env = RewardShaping(env, code.shape)
     if seeds is not None:
-        env = TrainingSeeds(env, *seeds)
+        env = TrainingSeeds(env, *seeds, starts=cfg.load_starts())
     if cfg.coded_actions:
-        env = CodedActionsWrapper(env, code, gamma)
+        env = CodedActionsWrapper(env, code, gamma, decision_steps=cfg.decision_steps)
     return env if keep_info else TrainerInfo(env)
 
 

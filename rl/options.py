@@ -82,9 +82,14 @@ class CodedActionsWrapper(GameForwarding):
     precondition holds), ``coded_call`` (name or "") and ``coded_error`` (error text or "").
     A call that takes no step (precondition failed, or raised at once) still spends one ``noop`` so that
     time always advances and the policy cannot loop for free.
+
+    With ``decision_steps`` the policy decides again after that many primitive steps of a coded call: the call
+    is left open, choosing the same action next continues it where it stopped (within its own ``max_steps``
+    in all), and any other choice ends it. The policy then watches the code run and learns where to step in
+    (a call that ends by itself before ``decision_steps`` returns as usual).
     """
 
-    def __init__(self, env: gym.Env, coded_actions, gamma: float = 0.99):
+    def __init__(self, env: gym.Env, coded_actions, gamma: float = 0.99, decision_steps: int | None = None):
         super().__init__(env)
         if not isinstance(env.action_space, gym.spaces.Discrete):
             raise ValueError(f"CodedActionsWrapper needs a Discrete action space, got {env.action_space}")
@@ -103,6 +108,12 @@ class CodedActionsWrapper(GameForwarding):
         self.failure_counts = {a.name: 0 for a in self.coded_actions}
         self.allowance: StepAllowance | None = None
         self._longest_call = max((a.max_steps for a in self.coded_actions), default=1)
+        if decision_steps is not None and decision_steps < 1:
+            raise ValueError(f"decision_steps must be >= 1, got {decision_steps}")
+        self.decision_steps = decision_steps
+        if decision_steps is not None:
+            self._longest_call = min(self._longest_call, decision_steps)
+        self._open: tuple[str, int] | None = None  # the call left open at the last decision: (name, steps so far)
         self._game = None  # the game object of this episode, looked up once per reset (see `game`)
 
     def close(self):
@@ -137,7 +148,14 @@ class CodedActionsWrapper(GameForwarding):
         mask[self.n_primitive:] = answer.get()  # a raising precondition masks its action
         return mask
 
+    def end_open_call(self) -> None:
+        """End the call left open at the last decision, if any (a reset or another choice does it too)."""
+        if self._open is not None:
+            self._open = None
+            self.driver.finish()
+
     def reset(self, *, seed: int | None = None, options: dict | None = None):
+        self.end_open_call()
         obs, info = self.env.reset(seed=seed, options=options)
         self._game = None  # an env may build a new game object on reset
         info = dict(info)
@@ -155,6 +173,9 @@ class CodedActionsWrapper(GameForwarding):
         if not 0 <= a < self.n_actions:
             raise ValueError(f"action {a} is outside Discrete({self.n_actions})")
         cap = self.allowance.cap_for_next_env() if self.allowance is not None else None
+        if self._open is not None and (a < self.n_primitive or self.coded_actions[a - self.n_primitive].name
+                                       != self._open[0]):
+            self.end_open_call()  # another choice ends the call left open
         if a < self.n_primitive:
             obs, reward, terminated, truncated, info = self.env.step(a)
             info = dict(info)
@@ -168,9 +189,19 @@ class CodedActionsWrapper(GameForwarding):
         return obs, reward, terminated, truncated, info
 
     def _coded_steps(self, action, cap: int | None = None) -> StepCoroutine:
-        self.call_counts[action.name] += 1
-        limit = action.max_steps if cap is None else min(action.max_steps, cap)
-        outcome = yield from option_steps(self.env, self.driver, action.name, gamma=self.gamma, max_steps=limit)
+        resume = self._open is not None  # the same action as the open call's (step_requests ended any other)
+        done_before = self._open[1] if self._open is not None else 0
+        if not resume:
+            self.call_counts[action.name] += 1
+        limit = action.max_steps - done_before
+        for bound in (cap, self.decision_steps):
+            limit = limit if bound is None else min(limit, bound)
+        keep_open = self.decision_steps is not None and done_before + limit < action.max_steps
+        self._open = None
+        outcome = yield from option_steps(self.env, self.driver, action.name, gamma=self.gamma, max_steps=limit,
+                                          resume=resume, keep_open=keep_open)
+        if outcome.suspended:
+            self._open = (action.name, done_before + outcome.steps)
         error = outcome.error or ("precondition failed: the action cannot run here"
                                   if outcome.precondition_failed else "")
         if error:

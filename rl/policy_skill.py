@@ -71,7 +71,8 @@ class PolicySkill:
         done_when = until or (lambda ach, inv: self.task.is_success(set(ach), inv))
         limit = max_steps if max_steps is not None else (self.config.max_episode_steps or self.task.max_steps)
         coded = self._coded_actions()
-        wrapped = CodedActionsWrapper(env, coded, gamma=self.meta["settings"]["gamma"]) if coded else None
+        wrapped = CodedActionsWrapper(env, coded, gamma=self.meta["settings"]["gamma"],
+                                      decision_steps=self.config.decision_steps) if coded else None
         obs = current_observation(env) if obs is None else obs
         achievements, inventory = set(env.game.achievements), dict(env.game.inventory)
         result = SkillRun(success=done_when(achievements, inventory), steps=0, reward=0.0, ended=False,
@@ -94,6 +95,8 @@ class PolicySkill:
             if terminated or truncated:
                 result.ended = True
                 break
+        if wrapped is not None:
+            wrapped.end_open_call()  # the skill is done: a call left open at its last decision ends with it
         return result
 
     def _act(self, obs: np.ndarray, mask: np.ndarray) -> int:

@@ -33,9 +33,12 @@ import torch.nn as nn
 
 from rl.options import CodedStats, info_column, infos_of_this_step, next_action_mask, share_allowance
 from rl.run_log import RunLogger, curve_row, episode_outcome, outcome_counts
-
+from rl.stats import wilson_interval
 
 # ---- Settings -------------------------------------------------------------------------------------
+STOP_MIN_EPISODES = 20  # episodes of the moving window before a training may be stopped for its rate
+
+
 def setting(default: Any, doc: str) -> Any:
     """A settings field whose documentation is data: rl/cli.py's --help and rl/config.py's schema read it."""
     return field(default=default, metadata={"doc": doc})
@@ -64,10 +67,18 @@ class PPOSettings:
     target_kl: float | None = setting(
         None, "stop the update epochs early once the approximate KL exceeds this (None: never)")
     hidden_size: int = setting(64, "width of the MLP layers (and of the CNN's last layer)")
+    stop_below: float | None = setting(None, (
+        "stop early, leaving the rest of the budget unspent, when past half the budget the moving window's "
+        f"success rate is below this rate beyond doubt (its 95% upper bound, over at least {STOP_MIN_EPISODES} "
+        "episodes): a training that cannot reach the code it would replace (None: never)"))
     coded_prior: float = setting(0.0, (
         "share of the untrained policy's choices that go to the coded actions together, evenly among them "
         "(0: the usual near-uniform start over every action). With 0.9 the policy starts by calling the code "
         "and learns where to deviate from it, instead of first learning to call it"))
+    prior_action: int | None = setting(None, (
+        "index among the coded actions (0: the first) that alone gets the coded_prior share, the other actions "
+        "sharing the rest evenly: the policy starts as that code (the one a sub-action was moved from) and "
+        "learns where to leave it (None: the share is spread evenly over the coded actions)"))
     vector_mode: str = setting("sync", (
         "'sync' steps the environments in this process, 'batched' in one worker process per CPU core (each "
         "stepping its share of the envs in a loop), 'async' in one worker process each, 'actors' in one worker "
@@ -140,19 +151,27 @@ class Agent(nn.Module):
             self.actor = nn.Sequential(trunk(), layer_init(nn.Linear(hidden, n_actions), std=0.01))
             self.critic = nn.Sequential(trunk(), layer_init(nn.Linear(hidden, 1), std=1.0))
 
-    def start_with_share(self, first: int, share: float) -> None:
+    def start_with_share(self, first: int, share: float, favoured: int | None = None) -> None:
         """Set the actor's output biases so that the untrained policy gives ``share`` of its probability to the
-        actions from index ``first`` on (the coded actions), evenly, and the rest evenly to those before.
-        The output weights start near zero (std 0.01), so the biases decide the first rollouts' choices."""
+        actions from index ``first`` on (the coded actions), evenly, and the rest evenly to those before; with
+        ``favoured`` (an index among the coded actions), that one action gets ``share`` and every other action
+        an even part of the rest. The output weights start near zero (std 0.01), so the biases decide the first
+        rollouts' choices."""
         n_late = self.n_actions - first
         if not 0.0 < share < 1.0 or n_late <= 0 or first <= 0:
             return
+        if favoured is not None and not 0 <= favoured < n_late:
+            raise ValueError(f"prior_action {favoured} is not one of the {n_late} coded actions (0..{n_late - 1})")
         out = self.actor[-1] if isinstance(self.actor, nn.Sequential) else self.actor
         bias = out.bias
         assert isinstance(bias, torch.Tensor)  # the actor's output is an nn.Linear, with a bias
         with torch.no_grad():
-            bias[:first] = math.log((1.0 - share) / first)
-            bias[first:] = math.log(share / n_late)
+            if favoured is None:
+                bias[:first] = math.log((1.0 - share) / first)
+                bias[first:] = math.log(share / n_late)
+            else:
+                bias[:] = math.log((1.0 - share) / (self.n_actions - 1))
+                bias[first + favoured] = math.log(share)
 
     def _features(self, obs: torch.Tensor) -> torch.Tensor:
         if self.is_image:
@@ -527,7 +546,7 @@ def train_loop(s: PPOSettings, spec: CollectorSpec, collect: Collect, device: to
     rl.vector_modes.ActorPool in worker processes. ``make_step`` builds each update's minibatch step.
     Returns the agent and the run's numbers (rl.training.TrainResult's fields, all but the policy's path)."""
     agent = Agent(spec.obs_shape, spec.n_actions, s.hidden_size).to(device)
-    agent.start_with_share(spec.n_primitive, s.coded_prior)
+    agent.start_with_share(spec.n_primitive, s.coded_prior, s.prior_action)
     optimizer = make_optimizer(agent, s.learning_rate)
     log = RunLogger(s, run_name, total=s.total_steps)
     start = time.time()  # the clock includes the first reset (world generation), as SB3's learn() does
@@ -536,6 +555,7 @@ def train_loop(s: PPOSettings, spec: CollectorSpec, collect: Collect, device: to
     coded = CodedStats(spec.coded_names)
     global_step, update = 0, 0
     collect_s = update_s = 0.0  # where the time goes: rollouts (envs + acting) and updates (learning)
+    stopped: str | None = None  # why the training stopped before its budget (cannot_reach)
 
     while global_step < s.total_steps:
         update += 1
@@ -556,6 +576,9 @@ def train_loop(s: PPOSettings, spec: CollectorSpec, collect: Collect, device: to
         row = curve_row(episodes, s.window, global_step, update, time.time() - start)
         row.update(stats, lr=optimizer.param_groups[0]["lr"])
         log.record(row)
+        stopped = cannot_reach(s, episodes, global_step)
+        if stopped:
+            break
 
     wall = time.time() - start
     log.close()
@@ -564,7 +587,22 @@ def train_loop(s: PPOSettings, spec: CollectorSpec, collect: Collect, device: to
                        episode_outcomes=outcome_counts(e[4] for e in episodes),
                        recent_episode_outcomes=outcome_counts(e[4] for e in episodes[-s.window:]),
                        coded_action_counts=coded.call_counts(), coded_action_failures=coded.failures,
-                       coded_action_errors=coded.errors, **log.summary())
+                       coded_action_errors=coded.errors, stopped_early=stopped, **log.summary())
+
+
+def cannot_reach(s: PPOSettings, episodes: list, global_step: int) -> str | None:
+    """Why the training stops now (``s.stop_below``), or None: past half the budget and with some of it left,
+    the moving window's success is below the rate to reach even at its 95% Wilson upper bound."""
+    recent = [e[3] for e in episodes[-s.window:] if not math.isnan(e[3])]
+    if s.stop_below is None or not s.total_steps // 2 <= global_step < s.total_steps or \
+            len(recent) < STOP_MIN_EPISODES:
+        return None
+    wins = int(sum(x >= 0.5 for x in recent))
+    high = wilson_interval(wins, len(recent))[1]
+    if high >= s.stop_below:
+        return None
+    return (f"stopped at step {global_step:,} of {s.total_steps:,}: {wins} of the last {len(recent)} episodes "
+            f"succeeded (at most {high:.0%} at 95%), below the {s.stop_below:.0%} to reach")
 
 
 if __name__ == "__main__":

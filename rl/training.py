@@ -47,6 +47,8 @@ class TrainResult:
     run_dir: str
     final_train_success_rate: float | None
     final_mean_return: float | None
+    stopped_early: str | None = None
+    """why the training stopped before its budget (PPOSettings.stop_below), None when it spent it"""
 
 
 def resolve_device(name: str) -> torch.device:

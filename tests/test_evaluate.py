@@ -105,7 +105,7 @@ def test_quick_rates_come_with_wilson_intervals_and_counted_steps(quick_report):
 
 
 def test_mcnemar_exact_matches_a_hand_computed_binomial_tail():
-    from rl.evaluate import mcnemar_exact
+    from rl.stats import mcnemar_exact
 
     # 10 discordant seeds split 9 to 1: p = 2 * (C(10,0) + C(10,1)) / 2**10
     a = [1] * 9 + [0] + [1] * 5 + [0] * 5

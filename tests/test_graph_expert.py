@@ -70,12 +70,15 @@ def test_code_out_of_revisions_moves_to_rl(no_revision_run):
     learned = [m for m in report["measurements"] if m["kind"] == "rl"]
     assert learned and learned[0]["steps"] >= 1000
     assert report["loops"]["outer_iterations"] >= 1
-    # the learned action head holds the working code and exploration as coded actions, named from the library
+    # the learned action head holds the working code and exploration as coded actions, named from the library,
+    # and the code as held-out play runs it, which the untrained policy plays (the whole prior goes to it)
     config = final["rl_configs"][0]
-    assert config["coded_action_names"] == ["explore", "collect_wood"]
-    assert len(config["config"]["coded_actions"]) == 2 and config["config"]["eval_episodes"] == 0
-    assert config["config"]["ppo"]["coded_prior"] == 0.9  # the policy starts on its coded actions
+    assert config["coded_action_names"] == ["explore", "collect_wood", "play_collect_wood"]
+    assert len(config["config"]["coded_actions"]) == 3 and config["config"]["eval_episodes"] == 0
+    ppo = config["config"]["ppo"]
+    assert ppo["coded_prior"] == 0.9 and ppo["prior_action"] == 2
     assert any("def collect_wood(" in src for src in config["config"]["coded_actions"])
+    assert "def play_collect_wood(game)" in config["config"]["coded_actions"][2]
 
 
 def test_the_critic_compares_a_training_with_the_attempts_before_it(no_revision_run):

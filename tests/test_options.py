@@ -141,3 +141,53 @@ def test_a_long_coded_call_cannot_overrun_the_training_budget(tmp_path, mode):
     result = train(settings, EnvSource.from_any(cfg))
     assert result.coded_action_counts["wait"] > 0
     assert budget <= result.steps_used <= budget + 3
+
+
+def _alternating(game):
+    for i in range(7):
+        yield "step" if i % 2 == 0 else "noop"
+
+
+def test_with_decision_steps_a_call_goes_on_where_it_stopped_until_another_choice_ends_it():
+    env = RewardEveryStepEnv(100)
+    w = CodedActionsWrapper(env, [CodedAction("alternating", _alternating, max_steps=50)], gamma=GAMMA,
+                            decision_steps=3)
+    w.reset(seed=0)
+    _, _, _, _, info = w.step(3)
+    assert info["primitive_steps"] == 3 and env.actions_taken == [1, 0, 1]
+    _, _, _, _, info = w.step(3)  # the same choice: the call goes on from its fourth action
+    assert info["primitive_steps"] == 3 and env.actions_taken[3:] == [0, 1, 0]
+    _, _, _, _, info = w.step(3)  # its last action, then it returns by itself
+    assert info["primitive_steps"] == 1 and env.actions_taken[6:] == [1]
+    assert w.call_counts["alternating"] == 1  # one call, three decisions
+    w.step(3)
+    w.step(0)  # another choice ends the open call
+    w.step(3)
+    assert env.actions_taken[7:] == [1, 0, 1, 0, 1, 0, 1] and w.call_counts["alternating"] == 3
+    with pytest.raises(ValueError, match="decision_steps must be >= 1"):
+        CodedActionsWrapper(RewardEveryStepEnv(5), [CodedAction("alternating", _alternating)], decision_steps=0)
+
+
+def test_with_decision_steps_a_call_keeps_its_own_step_limit_in_all():
+    env = RewardEveryStepEnv(100)
+    w = CodedActionsWrapper(env, [CodedAction("forever", forever, max_steps=5)], gamma=GAMMA, decision_steps=3)
+    w.reset(seed=0)
+    assert [w.step(3)[4]["primitive_steps"] for _ in range(3)] == [3, 2, 3]  # 3 + 2 = its 5, then a new call
+    assert w.call_counts["forever"] == 2
+
+
+def test_a_call_left_open_in_the_sandbox_goes_on_there():
+    from envs.crafter_env import CrafterEnv
+    from sandbox import AgentCode
+
+    source = ("@coded_action(precondition=lambda game: True)\n"  # a precondition: masks ask the sandbox
+              "def walk(game):\n    for i in range(10):\n        yield 'move_left' if i % 2 == 0 else 'noop'\n")
+    with AgentCode([source]) as code:
+        w = CodedActionsWrapper(CrafterEnv(task="collect_diamond"), code, decision_steps=3)
+        w.reset(seed=3)
+        walk = w.n_primitive
+        assert [w.step(walk)[4]["primitive_steps"] for _ in range(4)] == [3, 3, 3, 1]
+        assert w.call_counts["walk"] == 1
+        w.step(walk)
+        w.reset(seed=4)  # a reset ends the open call: the next choice begins a new one
+        assert w.step(walk)[4]["primitive_steps"] == 3 and w.call_counts["walk"] == 3

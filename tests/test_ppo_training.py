@@ -132,3 +132,16 @@ def test_pixel_observations_use_the_cnn():
     action, _, _, value = agent.get_action_and_value(obs, torch.ones(2, 20, dtype=torch.bool))
     assert action.shape == (2,) and value.shape == (2,)
     assert np.isfinite(value.detach().numpy()).all()
+
+
+def test_a_training_that_cannot_reach_its_rate_stops_at_half_its_budget(tmp_path):
+    """No episode of this env succeeds: with 60% to reach, the training stops once half its budget is spent
+    and says why; with 5% to reach (within the 95% interval of 0 of 50) it spends the whole budget."""
+    from ppo_toys import RewardEveryStepEnv
+
+    source = EnvSource(factory=RewardEveryStepEnv)
+    stopped = train(small(tmp_path, total_steps=2000, stop_below=0.6), source)
+    assert 1000 <= stopped.steps_used < 1100
+    assert stopped.stopped_early and "0 of the last 50 episodes succeeded" in stopped.stopped_early
+    full = train(small(tmp_path, total_steps=2000, stop_below=0.05, run_dir=str(tmp_path / "full")), source)
+    assert full.steps_used >= 2000 and full.stopped_early is None

@@ -140,3 +140,20 @@ def test_a_coded_prior_starts_the_policy_on_the_coded_actions():
         expected = share if share else n_coded / (n_primitive + n_coded)
         assert abs(coded.mean().item() - expected) < 0.02
         assert (probs[:, n_primitive:].std(-1) < 0.02).all()  # evenly among the coded actions
+
+
+def test_a_prior_action_starts_the_policy_as_that_one_coded_action():
+    """prior_action: the coded action a sub-action was moved from gets the whole coded_prior share, so the
+    untrained policy plays that code; an index outside the coded actions is a clear error."""
+    torch.manual_seed(9)
+    n_primitive, n_coded = 17, 4
+    obs = torch.rand(256, OBS)
+    agent = Agent((OBS,), n_primitive + n_coded, hidden=16)
+    agent.start_with_share(n_primitive, 0.9, favoured=2)
+    with torch.no_grad():
+        probs = torch.softmax(agent.actor(obs), -1)
+    assert abs(probs[:, n_primitive + 2].mean().item() - 0.9) < 0.02
+    others = torch.cat([probs[:, :n_primitive + 2], probs[:, n_primitive + 3:]], -1)
+    assert abs(others.mean().item() - 0.1 / (n_primitive + n_coded - 1)) < 0.002
+    with pytest.raises(ValueError, match="not one of the 4 coded actions"):
+        agent.start_with_share(n_primitive, 0.9, favoured=4)

@@ -15,8 +15,8 @@ from envs.seeds import (
     train_seeds,
     validation_seeds,
 )
-from rl.evaluate import wilson_interval
 from rl.run_log import episode_outcome, outcome_counts, outcomes_text
+from rl.stats import wilson_interval
 from tools.rl_tools import configure_rl, configure_rl_tool, outcome_summary, train_ppo, train_ppo_tool
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "prompts" / "examples"

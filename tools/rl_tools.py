@@ -64,6 +64,10 @@ class TrainReport(BaseModel):
     10,000-step limit; all 212: ...'"""
     rate_sources: dict[str, str] = Field(default_factory=dict)
     """for each rate above, where it was measured"""
+    start_states: int = 0
+    """how many saved moments of the chain the training episodes started from (0: fresh worlds)"""
+    stopped_early: str | None = None
+    """why the training stopped before spending its budget (ppo.stop_below); the rest stays in the budget"""
     coded_action_counts: dict[str, int] = Field(default_factory=dict)
     coded_action_failures: dict[str, int] = Field(default_factory=dict)
     coded_action_errors: list[str] = Field(default_factory=list)
@@ -97,6 +101,7 @@ def validate_config(config: Any):
 def configure_rl(config: dict) -> ConfigureReport:
     try:
         cfg = validate_config(config)
+        cfg.load_starts()  # the saved moments episodes would start from, read once to check them
         cfg.load_in_sandbox()  # the top level of the agent's sources runs here, behind the boundary
     except ValueError as exc:
         return ConfigureReport(ok=False, error=str(exc))
@@ -127,6 +132,7 @@ def train_ppo(config: dict, run_dir: str | None = None) -> TrainReport:
     overrides = {"run_dir": run_dir} if run_dir else {}
     start = time.time()
     try:
+        n_starts = len(cfg.load_starts())  # read here first: a missing or damaged file is a clear error, not a crash
         result = train(cfg.ppo_settings(**overrides), cfg)
     except (ValueError, RuntimeError) as exc:  # e.g. shaping code that raises mid-training
         return TrainReport(ok=False, task=cfg.task, error=f"training failed: {exc}", wall_time_s=time.time() - start)
@@ -139,11 +145,14 @@ def train_ppo(config: dict, run_dir: str | None = None) -> TrainReport:
                                         cfg.max_episode_steps or get_task(cfg.task).max_steps),
         coded_action_counts=result.coded_action_counts, coded_action_failures=result.coded_action_failures,
         coded_action_errors=result.coded_action_errors, policy_path=result.policy_path, run_dir=result.run_dir,
-        metrics_csv=str(Path(result.run_dir) / "metrics.csv"),
+        metrics_csv=str(Path(result.run_dir) / "metrics.csv"), start_states=n_starts,
+        stopped_early=result.stopped_early,
         learning_curve_png=_existing(Path(result.run_dir) / "learning_curve.png"))
     if result.final_train_success_rate is not None:
         report.rate_sources["final_train_success_rate"] = (
-            f"the last training episodes (moving window of {cfg.ppo_settings().window}, training seeds)")
+            f"the last training episodes (moving window of {cfg.ppo_settings().window}, training seeds" +
+            (f", each started from one of {report.start_states} saved moments where the chain reached this task)"
+             if report.start_states else ")"))
     if cfg.eval_episodes > 0:
         try:
             ev = evaluate_policy(result.policy_path, episodes=cfg.eval_episodes, seed_range="validation")

@@ -26,11 +26,12 @@ from datetime import datetime
 from typing import Any, Literal
 
 from langchain_core.tools import StructuredTool
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from envs.crafter_env import CrafterEnv
 from envs.describe import damage_cause, describe_view
 from envs.observation import STATUS_KEYS
+from envs.saved_state import SavedState
 from envs.seeds import check_training_seed
 from envs.tasks import UnknownTaskError, get_task
 from sandbox import (
@@ -93,6 +94,13 @@ class CodeRunReport(BaseModel):
     last_view: str | None = Field(None, description="what the player saw at the end")
     gif_path: str | None = None
     wall_time_s: float = 0.0
+    # where a successful test stopped, for trainings of later sub-actions to start from (envs.saved_state);
+    # private: never in the report's text or dump, so neither a model nor a checkpoint carries a world
+    _end_state: SavedState | None = PrivateAttr(None)
+
+    @property
+    def end_state(self) -> SavedState | None:
+        return self._end_state
 
     def to_text(self) -> str:
         """Compact summary for a language model (the tool's message content)."""
@@ -339,9 +347,12 @@ def run_code(code: str, task: str = "collect_wood", seed: int = 0, max_steps: in
     ended: Ended = ("precondition" if kind == "precondition" else "error" if kind else "success" if success
                     else "died" if progress.died()
                     else "out_of_steps" if outcome.truncated or outcome.steps >= limit else "action_returned")
-    return CodeRunReport(
+    report = CodeRunReport(
         ok=error is None, error=error, failure_kind=kind, task_success=success, **_seen(progress, name),
         ended=ended, gif_path=gif_path, wall_time_s=round(time.monotonic() - start, 3), **base)
+    if ended == "success":
+        report._end_state = env.save_state(source=f"code test of {base['task']}")
+    return report
 
 
 def _step_limit(code: AgentCode, name: str, max_steps: int) -> int:

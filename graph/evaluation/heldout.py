@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from envs.seeds import eval_seeds
-from rl.evaluate import wilson_interval
+from rl.stats import wilson_interval
 
 
 def rate_fields(successes: int, episodes: int) -> dict[str, Any]:

@@ -17,7 +17,7 @@ def _err(rows: list[dict], key: str) -> tuple[np.ndarray, np.ndarray]:
     vals = np.array([r.get(key) if r.get(key) is not None else np.nan for r in rows], dtype=float)
     lo = np.array([r.get(f"{key}_ci_low") if r.get(f"{key}_ci_low") is not None else np.nan for r in rows], float)
     hi = np.array([r.get(f"{key}_ci_high") if r.get(f"{key}_ci_high") is not None else np.nan for r in rows], float)
-    # clip: a cached interval from before rl.evaluate.wilson_interval held its estimate exactly can sit a
+    # clip: a cached interval from before rl.stats.wilson_interval held its estimate exactly can sit a
     # rounding error inside it (200/200 had an upper bound of 0.9999999999999999)
     return vals, np.clip(np.nan_to_num(np.vstack([vals - lo, hi - vals])), 0.0, None)
 

@@ -44,7 +44,9 @@ OURS = "ours (Crafter)"
 #    out of reach, before a make_ step that needs it.
 # 8: the game API's random helpers (explore's tie-breaking) are seeded per episode from the env's own stream,
 #    not from the world seed (issue 26), so coded play takes other paths on the same worlds.
-RULES_VERSION = 8
+# 9: the chain's stay_alive explores a step when a cow it knows of cannot be walked to now, instead of asking
+#    collect_food again at once (200 path searches in one step ran into the step's time limit).
+RULES_VERSION = 9
 # The RL-GPT and iteration cells also depend on the graph's own handling of tool calls; this version is bumped
 # alone for a change that only they see. Their keys hold both versions (r{GRAPH_RULES_VERSION}.{RULES_VERSION}):
 # they play coded actions too.
@@ -65,7 +67,11 @@ RULES_VERSION = 8
 # 11: held-out play runs each skill with the library as the latest passing code test that replayed it had it
 #    (nodes.executor._load_chain): a learned skill's stored actions now reach the earlier skills a later test
 #    replayed with them.
-GRAPH_RULES_VERSION = 11
+# 12: a training starts its episodes where earlier code tests reached the subtask (nodes.starts), starts as the
+#    code it was moved from (play_<subtask>, ppo.prior_action), decides every 32 steps of a coded call
+#    (RLConfig.decision_steps), and stops at half its budget when it cannot reach that code's rate
+#    (ppo.stop_below); a test of a policy's building block is never kept as the subtask's skill.
+GRAPH_RULES_VERSION = 12
 METHOD_LABELS = {"rlgpt": "RL-GPT (rule-based expert)", "pure_rl": "pure RL (PPO, primitive actions)",
                  "pure_code": "pure code (coded actions, no RL)",
                  "rl_with_code": "PPO + coded actions in the action head"}
@@ -212,7 +218,7 @@ def _rate_row(cell: dict, prefix: str = "") -> dict[str, Any]:
 
 def paired_text(label_a: str, cell_a: dict, label_b: str, cell_b: dict) -> str:
     """Two methods compared seed by seed (McNemar's exact test), or why they cannot be."""
-    from rl.evaluate import mcnemar_exact
+    from rl.stats import mcnemar_exact
 
     a, b = cell_a.get("outcomes"), cell_b.get("outcomes")
     if not a or not b or len(a) != len(b):

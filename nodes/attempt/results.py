@@ -17,6 +17,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolCall, ToolMessage
 
 from nodes.entries import MeasuredResult
+from rl.stats import wilson_interval
 from tools.trace import reached_action
 
 CODE_TOOL = "run_code_in_env"
@@ -156,10 +157,26 @@ def pass_rule_text(n: int, target: float) -> str:
             "rounds)")
 
 
-def training_pass_rule_text(target: float) -> str:
+def training_pass_rule_text(target: float, from_chain: bool = False) -> str:
     """The pass rule of a training, whose rate comes from many episodes (no seed count to allow for)."""
+    if from_chain:
+        return (f"a training meets the target when its success_rate reaches {target:.0%}; its episodes started "
+                "where the chain reached this subtask, so it is compared with the code's success_given_start")
     return (f"a training meets the target when its success_rate reaches {target:.0%}; it is compared with "
             "the code's success_rate, which also counts from a fresh world")
+
+
+CHAIN_STARTS = "chain_training"  # rate_source of a training whose episodes start where the chain stands
+
+
+def code_rate_floor(result: Mapping[str, Any], given_start: bool) -> float:
+    """The low end of a code attempt's 95% Wilson interval: over the runs that reached its start
+    (`given_start`, its judged count), else over all its test runs. 8 of 8 seeds: 68%."""
+    count = judged_count(result) if given_start else None
+    if count is None:
+        count = int(result.get("successes") or 0), int(result.get("episodes") or 0)
+    successes, n = count
+    return wilson_interval(successes, n)[0] if n else 0.0
 
 
 def judged_rate(result: Mapping[str, Any]) -> float:
@@ -188,13 +205,17 @@ def summarise_training(report: dict) -> MeasuredResult:
     rate, source = report.get("final_train_success_rate"), "training"
     if rate is None and report.get("final_success_rate") is not None:
         rate, source = report.get("final_success_rate"), "validation"
+    from_chain = int(report.get("start_states") or 0) > 0 and source == "training"
     curve = [p.get("success_rate") for p in report.get("learning_curve", []) if p.get("success_rate") is not None]
     return {
         "kind": "rl", "ok": bool(report.get("ok")),
-        "success_rate": float(rate or 0.0), "rate_source": source,
+        "success_rate": float(rate or 0.0), "rate_source": CHAIN_STARTS if from_chain else source,
+        # episodes that started where the chain reached the sub-action: the rate is one given the start
+        **({"success_given_start": float(rate or 0.0)} if from_chain else {}),
         "steps": int(report.get("steps_used") or 0) + int(report.get("eval_steps") or 0),
         "curve_start": curve[0] if curve else None, "curve_end": curve[-1] if curve else None,
         "episode_outcomes": report.get("outcome_summary"),  # how episodes ended: deaths by cause, the step limit
+        **({"stopped_early": report["stopped_early"]} if report.get("stopped_early") else {}),
         "coded_action_counts": report.get("coded_action_counts", {}),
         "coded_action_failures": report.get("coded_action_failures", {}),
         "errors": ([report["error"]] if report.get("error") else []) + list(report.get("coded_action_errors", []))[:5],

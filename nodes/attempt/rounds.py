@@ -12,7 +12,15 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 
-from nodes.attempt.results import CODE_TOOL, TRAIN_TOOL, judged_rate, last_tool_calls, round_result, steps_of
+from nodes.attempt.results import (
+    CHAIN_STARTS,
+    CODE_TOOL,
+    TRAIN_TOOL,
+    judged_rate,
+    last_tool_calls,
+    round_result,
+    steps_of,
+)
 from nodes.entries import CodeVersion, DecompositionEntry, MeasuredResult, SubActionEntry, coded, learned
 from nodes.skills.pool import function_names
 from nodes.skills.records import prerequisite_achievements, replaced_names
@@ -123,8 +131,13 @@ def record_round(state: Mapping[str, Any]) -> tuple[dict[str, Any], MeasuredResu
                    "inner_iter": state.get("inner_iter", 0), **_artefacts(state, messages, result, judged)})
     best = dict(state.get("best") or {})
     # by the plain rate, then the judged one (nodes.attempt.results.judged_rate); the later on a full tie: a
-    # revision that does as well keeps what the agents added since (helpers they call)
-    if subtask not in best or _standing(result) >= _standing(best[subtask]):
+    # revision that does as well keeps what the agents added since (helpers they call). A code test while the
+    # sub-action is learned tests a building block of the policy's head, not the sub-action: it is logged,
+    # never kept as the subtask's skill (it has no entry that solves the subtask)
+    head_test = result["kind"] == "code" and judged["kind"] == "rl"
+    if head_test:
+        result["head_test"] = True
+    if not head_test and (subtask not in best or _standing(result, best[subtask]) >= _standing(best[subtask], result)):
         best[subtask] = result
     return {**update, "best": best, "results": [result], "last_result": result}, result
 
@@ -140,6 +153,11 @@ def measure_event(result: Mapping[str, Any], verdict: str) -> dict[str, Any]:
     return {"type": "measure", **{k: result.get(k) for k in MEASURE_FIELDS}, "verdict": verdict}
 
 
-def _standing(result: Mapping[str, Any]) -> tuple[float, float]:
-    """How attempts at one subtask rank for the one kept: the plain rate, then the judged rate."""
+def _standing(result: Mapping[str, Any], other: Mapping[str, Any]) -> tuple[float, float]:
+    """How an attempt at one subtask ranks against `other` for the one kept: the plain rate, then the judged
+    rate. Beside a training whose episodes started where the chain reached the subtask (a rate given the
+    start), only the rates given the start compare: the plain rate of code tests also counts the replayed
+    prefix's failures."""
+    if CHAIN_STARTS in (result.get("rate_source"), other.get("rate_source")):
+        return judged_rate(result), judged_rate(result)
     return float(result.get("success_rate") or 0.0), judged_rate(result)

@@ -49,7 +49,8 @@ SkillKind = Literal["code", "rl"]
 #   code_tests  the code tests' success over their training-range seeds (a code attempt);
 #   training    PPO's moving-window success while training (a learned attempt);
 #   validation  PPO's own evaluation on validation seeds (envs.seeds), used when training finished no episode to rate.
-RateSource = Literal["code_tests", "training", "validation", "none"]
+# chain_training: a training whose episodes started where the chain reached the skill (nodes.starts)
+RateSource = Literal["code_tests", "training", "chain_training", "validation", "none"]
 RATE_SOURCE_OF_KIND: dict[str, str] = {"code": "code_tests", "rl": "training"}
 
 

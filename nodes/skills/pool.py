@@ -286,10 +286,10 @@ def signature_of(name: str, source: str) -> tuple[str, str]:
     return f"{name}(game)", ""
 
 
-def listing(pool: Pool, reach: str | None = None, prefix: Sequence[str] = ()) -> list[dict[str, Any]]:
+def listing(pool: Pool, composed: Sequence[tuple[str, str]] = ()) -> list[dict[str, Any]]:
     """What the fast agent's prompt shows of the library, the same way every call: every callable function
-    of the pool (built-ins included, `pool_of`) with where it came from, then `reach` (the action that
-    plays the solved prefix, offered to an action head)."""
+    of the pool (built-ins included, `pool_of`) with where it came from, then the actions the graph composes
+    for an action head, as (name, what it does) (nodes.fast.SubtaskCode.graph_actions)."""
     out = []
     for name in pool.functions():
         if name == "main":
@@ -298,9 +298,9 @@ def listing(pool: Pool, reach: str | None = None, prefix: Sequence[str] = ()) ->
         origin = dict(pool.origin.get(name, {}))
         helper = name not in coded_action_names(pool.sources[name])  # a plain function, not a coded action
         out.append({"name": name, "signature": signature, "doc": doc, **origin, **({"helper": True} if helper else {})})
-    if reach:
-        out.append({"name": reach, "signature": f"{reach}(game)", "kind": "built-in",
-                    "doc": f"plays the solved prefix ({' -> '.join(prefix)}) as one action, for an action head"})
+    for name, doc in composed:
+        out.append({"name": name, "signature": f"{name}(game)", "kind": "built-in",
+                    "doc": f"{doc}, for an action head"})
     return out
 
 

@@ -3,8 +3,8 @@ def stay_alive(game):
     drink < 6, eat when food < 6.
 
     Long chains outlast the status bars: food lasts about 200 steps, drink a little less. Zombies
-    crowd the grass at night and hit a sleeping player hardest, so the night (or a rest when energy
-    runs low) is spent in a sealed pocket (game.shelter) and the player mines its way out at dawn.
+    crowd the grass at night and hit a sleeping player hardest, so nights (and rests when energy runs
+    low) are spent in a sealed pocket (game.shelter), mined open at dawn.
     Uses collect_drink (filled from collect_wood with water/drink) and collect_food (cow/food)."""
     for name, dx, dy in game.creatures:
         if name == "zombie" and abs(dx) + abs(dy) == 1:
@@ -30,12 +30,13 @@ def stay_alive(game):
             yield from collect_drink(game)
     if game.food < 6:
         start = game.food
-        for _ in range(200 if game.food < 3 else 60):  # cows graze on grass, often far from the mines
+        for _ in range(200 if game.food < 3 else 60):  # cows graze on grass, far from the mines
             if game.food > start:
                 break
-            if game.nearest("cow") is not None:  # in view, or where one was seen earlier
-                yield from collect_food(game)  # a cow may walk off before it is reached: try again
-            else:
+            steps = game.step_count
+            if game.nearest("cow") is not None:  # seen now or before; it may walk off: try again
+                yield from collect_food(game)
+            if game.step_count == steps:  # no cow known, or none reachable now: look elsewhere
                 yield from game.explore(1)
     if game.energy < 3:
         for _ in range(400):
