@@ -160,21 +160,22 @@ class CrafterBackend:
             self._start
 
     def restore(self, world: bytes, spawn: tuple[int, int], reseed: int) -> None:
-        """Play on from a saved world. Its random generator is seeded anew with `reseed`, so that episodes
-        started from one state differ after it (creatures move and spawn by that generator)."""
+        """Play on from a saved world. Its random generator, which every creature holds too, is seeded anew
+        with `reseed`, so that episodes started from one state differ after it."""
         parts = saved_state.loads_world(world)
         if len(parts) != 5 or not isinstance(parts[0], crafter.engine.World) or \
                 not isinstance(parts[1], crafter_objects.Player):
             raise saved_state.StateFileError("a saved world holds something else than a Crafter world and player")
-        sim = self._new_simulator()
         world_, player, step, last_health, unlocked = parts
+        world_.random = np.random.RandomState(int(reseed) % (2 ** 32))
+        for obj in world_.objects:  # each object keeps the generator it was made with
+            obj.random = world_.random
+        sim = self._sim  # the simulator in play takes the saved world; its textures are kept (no reload)
         item_rows = int(np.ceil(len(crafter.constants.items) / sim._view[0]))
         sim._world = world_  # the views draw the world they were built on: build them on this one
         sim._local_view = crafter.engine.LocalView(world_, sim._textures, [sim._view[0], sim._view[1] - item_rows])
         sim._sem_view = _no_semantic_view
         sim._player, sim._step, sim._last_health, sim._unlocked = player, int(step), last_health, set(unlocked)
-        world_.random = np.random.RandomState(int(reseed) % (2 ** 32))
-        self._sim = sim
         self._start = (int(spawn[0]), int(spawn[1]))
 
     def step(self, action: int) -> tuple[float, bool]:

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import random
+import zlib
 from typing import Any
 
 import gymnasium as gym
@@ -15,7 +16,7 @@ import envs.registration  # noqa: F401 - whatever builds a Crafter env can also 
 from envs.base import Backend
 from envs.crafter_backend import PRIMITIVE_ACTIONS, CrafterBackend
 from envs.describe import damage_cause
-from envs.game_api import GameAPI
+from envs.game_api import MEMORY_BYTES, GameAPI
 from envs.saved_state import SavedState
 from envs.tasks import Task, get_task
 
@@ -82,6 +83,7 @@ class TaskEnv(gym.Env):
             self.backend.reset(self._seed, self._episode)
             self._steps = 0
         else:
+            memory = start.memory_map(MEMORY_BYTES)  # checked before anything changes
             self.backend.restore(start.world, start.spawn, reseed=self._seed)
             self._steps = int(start.steps)
         self._unlocked = self.backend.achievements()
@@ -89,6 +91,8 @@ class TaskEnv(gym.Env):
         self._done = False
         player_obs = self.backend.player_observation(self._steps)
         self.game._reset(player_obs, helper_seed=self._helper_seeds.getrandbits(63))
+        if start is not None and memory:  # the map the chain had seen by then, as held-out play would have it
+            self.game._load_memory(memory, start.cows)
         return self.backend.policy_observation(self.obs_kind, player_obs), self._info(False, 0)
 
     def prepare_reset(self, seed: int | None = None) -> None:
@@ -132,7 +136,8 @@ class TaskEnv(gym.Env):
         """The episode as it stands now, to start later episodes from (envs.saved_state)."""
         world, spawn = self.backend.save()
         return SavedState(world=world, seed=self._seed, steps=self._steps, achievements=tuple(sorted(self._unlocked)),
-                          spawn=spawn, source=source)
+                          spawn=spawn, source=source, memory=zlib.compress(self.game._memory_bytes(), 6),
+                          cows=tuple(sorted(self.game._cows)))
 
     def render(self):
         return self.backend.render()

@@ -45,6 +45,7 @@ _SYNC_WINDOW = 1024  # observations a mirror may lag behind and still catch up s
 _instances = itertools.count(1)
 _MEMORY_RADIUS = 80  # the world is 64x64, so odometry never leaves [-64, 64]
 _MEMORY_SIZE = 2 * _MEMORY_RADIUS + 1
+MEMORY_BYTES = _MEMORY_SIZE * _MEMORY_SIZE  # the map of seen tiles: one byte a tile
 _SHELTER_SIZE = 2  # walkable tiles a shelter may hold: the pocket the player can seal from inside
 # Tiles that do not wall a shelter in: what zombies walk on, what was never seen, and lava (arrows fly over it).
 _NOT_A_WALL = frozenset(WALKABLE) | {UNKNOWN, "lava"}
@@ -62,7 +63,7 @@ class GameAPI:
 
     __slots__ = ("_obs", "_memory", "_rng", "_cows", "_helper_seed", "_identity", "_episode", "_version", "_recent",
                  "_refusal_text", "_refusals", "_tiles", "_seen", "_walkable", "_walkable_tiles_view",
-                 "_walkable_dirty", "_last_patch", "_revision", "_known_memo")
+                 "_walkable_dirty", "_last_patch", "_revision", "_known_memo", "_from_memory")
 
     def __init__(self, helper_seed: int = 0):
         self._obs: PlayerObservation | None = None
@@ -88,6 +89,7 @@ class GameAPI:
         self._cows: set[Pos] = set()  # where cows were last seen: food the player can walk back to
         # What a mirror of this API (the sandbox's copy) needs to catch up: see _catch_up.
         self._helper_seed = helper_seed
+        self._from_memory = False  # this episode's memory started from a saved map (_load_memory)
         self._identity = next(_instances)
         self._episode = 0
         self._version = 0
@@ -111,7 +113,24 @@ class GameAPI:
         self._version = 0
         self._recent.clear()
         self._refusal = None
+        self._from_memory = False
         self._observe(obs)
+
+    def _load_memory(self, raw: bytes, cows) -> None:
+        """Start this episode's memory from a map saved earlier (envs.saved_state), after `_reset`: a mirror
+        then catches up from the map, not from the observations (`_catch_up`)."""
+        self._memory[:] = np.frombuffer(raw, dtype=np.uint8).reshape(self._memory.shape)
+        self._memory_rewritten()
+        xs, ys = np.nonzero(self._memory)
+        if len(xs):
+            self._seen = [int(xs.min()), int(xs.max()) + 1, int(ys.min()), int(ys.max()) + 1]
+        self._cows = {(int(x), int(y)) for x, y in cows}
+        self._from_memory = True
+        self._observe(self._current())  # the view now, written over the saved map
+
+    def _memory_bytes(self) -> bytes:
+        """The map as raw bytes (MEMORY_BYTES of them), for a saved moment (envs.saved_state)."""
+        return self._memory.tobytes()
 
     def _observe(self, obs: PlayerObservation) -> None:
         self._obs = obs
@@ -192,7 +211,7 @@ class GameAPI:
         if missed is not None and 0 < missed <= len(self._recent):
             last = len(self._recent)
             return {"observe": [self._recent[i] for i in range(last - missed, last)]}
-        if self._version <= len(self._recent):
+        if self._version <= len(self._recent) and not self._from_memory:
             return {"reset": self._helper_seed, "observe": list(self._recent)}
         return {"state": {"helper_seed": self._helper_seed, "memory": self._memory.tobytes().hex(),
                           "cows": sorted(self._cows)}, "observe": [self._obs]}
@@ -203,12 +222,7 @@ class GameAPI:
         if "state" in update:
             state = update["state"]
             self._reset(observations[0], helper_seed=int(state["helper_seed"]))
-            self._memory[:] = np.frombuffer(bytes.fromhex(state["memory"]), dtype=np.uint8).reshape(self._memory.shape)
-            self._memory_rewritten()
-            xs, ys = np.nonzero(self._memory)
-            if len(xs):
-                self._seen = [int(xs.min()), int(xs.max()) + 1, int(ys.min()), int(ys.max()) + 1]
-            self._cows = {(int(x), int(y)) for x, y in state["cows"]}
+            self._load_memory(bytes.fromhex(state["memory"]), state["cows"])
             return
         if "reset" in update:
             self._reset(observations[0], helper_seed=int(update["reset"]))

@@ -10,8 +10,9 @@ numpy's arrays and random generators, and a set: a blob that names anything else
 Agent code never sees these files (the sandbox cannot open any file) and no seed of a world is stored
 where the player could read it.
 
-A start-set file holds several states: per state, one JSON line (its facts and the length of its world)
-and then the world's bytes.
+A state also holds the game API's map of the tiles seen so far and where cows were seen, so that code
+played from it knows what the chain before it saw. A start-set file holds several states: per state, one
+JSON line (its facts and the lengths of its world and map) and then the world's and the map's bytes.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from pathlib import Path
 
 MAGIC = b"rlgpt start states 1\n"
 MAX_WORLD_BYTES = 4 << 20  # a compressed Crafter world is about 15 KB; anything far larger is not one
+MAX_RAW_WORLD_BYTES = 16 << 20  # inflated, about 90 KB
 
 # What a saved world may be built from: the simulator's world and creatures, numpy arrays and random state.
 _ALLOWED = {
@@ -60,7 +62,10 @@ def dumps_world(parts: tuple) -> bytes:
 
 def loads_world(blob: bytes) -> tuple:
     try:
-        raw = zlib.decompress(blob)
+        inflate = zlib.decompressobj()
+        raw = inflate.decompress(blob, MAX_RAW_WORLD_BYTES)
+        if inflate.unconsumed_tail:
+            raise StateFileError(f"a saved world inflates past {MAX_RAW_WORLD_BYTES} bytes: not a Crafter world")
         parts = _WorldUnpickler(io.BytesIO(raw)).load()
     except StateFileError:
         raise
@@ -84,10 +89,26 @@ class SavedState:
     spawn: tuple[int, int]
     source: str = ""
     """what played it: e.g. 'code test of collect_coal'"""
+    memory: bytes = b""
+    """the game API's map of every tile seen so far in the episode (zlib-compressed), so that code played
+    from here knows what the chain before it saw, as it would in held-out play"""
+    cows: tuple[tuple[int, int], ...] = ()
+    """where the game API last saw cows"""
 
     def facts(self) -> dict:
         return {"seed": self.seed, "steps": self.steps, "achievements": list(self.achievements),
-                "spawn": list(self.spawn), "source": self.source, "bytes": len(self.world)}
+                "spawn": list(self.spawn), "source": self.source, "cows": [list(c) for c in self.cows],
+                "bytes": len(self.world), "memory_bytes": len(self.memory)}
+
+    def memory_map(self, size: int) -> bytes:
+        """The raw map of `size` bytes; StateFileError when the saved one is not that."""
+        try:
+            raw = zlib.decompressobj().decompress(self.memory, size + 1) if self.memory else b""
+        except zlib.error as exc:
+            raise StateFileError(f"a saved game map could not be read: {exc}") from exc
+        if raw and len(raw) != size:
+            raise StateFileError(f"a saved game map holds {len(raw)} bytes, not {size}")
+        return raw
 
 
 def write_states(path: str | Path, states: Iterable[SavedState]) -> int:
@@ -101,6 +122,7 @@ def write_states(path: str | Path, states: Iterable[SavedState]) -> int:
         for state in states:
             out.write(json.dumps(state.facts()).encode() + b"\n")
             out.write(state.world)
+            out.write(state.memory)
             count += 1
     tmp.replace(path)  # a reader never sees half a file
     return count
@@ -120,16 +142,20 @@ def read_states(path: str | Path) -> list[SavedState]:
         end = data.find(b"\n", at)
         try:
             facts = json.loads(data[at:end]) if end > at else {}
-            size = int(facts["bytes"])
-            if not 0 < size <= MAX_WORLD_BYTES or end + 1 + size > len(data):
-                raise ValueError(f"a world of {size} bytes")
+            size, memory = int(facts["bytes"]), int(facts.get("memory_bytes", 0))
+            if not 0 < size <= MAX_WORLD_BYTES or not 0 <= memory <= MAX_WORLD_BYTES or \
+                    end + 1 + size + memory > len(data):
+                raise ValueError(f"a world of {size} bytes and a map of {memory}")
+            world_at = end + 1
             states.append(SavedState(
-                world=data[end + 1:end + 1 + size], seed=int(facts["seed"]), steps=int(facts["steps"]),
+                world=data[world_at:world_at + size], seed=int(facts["seed"]), steps=int(facts["steps"]),
                 achievements=tuple(str(a) for a in facts["achievements"]),
-                spawn=(int(facts["spawn"][0]), int(facts["spawn"][1])), source=str(facts["source"])))
+                spawn=(int(facts["spawn"][0]), int(facts["spawn"][1])), source=str(facts["source"]),
+                memory=data[world_at + size:world_at + size + memory],
+                cows=tuple((int(c[0]), int(c[1])) for c in facts.get("cows", []))))
         except (ValueError, TypeError, KeyError, IndexError) as exc:
             raise StateFileError(f"{str(path)!r} is damaged at byte {at}: {exc}") from exc
-        at = end + 1 + size
+        at = end + 1 + size + memory
     if not states:
         raise StateFileError(f"{str(path)!r} holds no state")
     return states

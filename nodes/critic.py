@@ -33,7 +33,7 @@ from nodes.attempt.results import (
     pass_rule_text,
     training_pass_rule_text,
 )
-from nodes.attempt.rounds import judged_sub_action, measure_event, recorded_result
+from nodes.attempt.rounds import at_least_as_good, judged_sub_action, measure_event, recorded_result
 from nodes.context import RunContext, context_of
 from nodes.entries import CritiqueEntry, FailedEntry, MeasuredResult, SubActionEntry
 from nodes.exits import exit_to
@@ -129,7 +129,8 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
     update: dict[str, Any] = {}
     result = recorded_result(state)  # nodes.measure recorded it
     fast_error = state.get("fast_error")
-    if result is None or (fast_error and not state.get("last_attempt")):
+    # a test of a policy's building block measured the block, not the sub-action: as if nothing was measured
+    if result is None or result.get("head_test") or (fast_error and not state.get("last_attempt")):
         # nothing measured: the attempt failed before any test (an answer the model never got right)
         result = {**_failed_result(judged, fast_error or "the fast agent made no measuring tool call"),
                   "subtask": subtask, "sub_action": judged["name"], "outer_iter": state.get("outer_iter", 0),
@@ -142,8 +143,10 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
         update["best"] = current["best"] = best
     # the best rates of the attempts before this one: the fast node may have recorded this round's result
     # already (it reads test reports to repair code), and a training judged against itself never improves
-    earlier = _best_by_kind([r for r in current.get("results", []) if r != result], subtask,
-                            given_start=result.get("rate_source") == CHAIN_STARTS)
+    # beside a training from the chain's saved moments, every rate of the subtask is compared given the start
+    from_chain = any(r.get("rate_source") == CHAIN_STARTS for r in current.get("results", [])
+                     if r.get("subtask") == subtask)
+    earlier = _best_by_kind([r for r in current.get("results", []) if r != result], subtask, given_start=from_chain)
     last: Mapping[str, Any] = state.get("last_attempt") or {}
     max_inner, max_outer = settings.max_inner_iters, settings.max_outer_iters
     inner, outer = int(state.get("inner_iter", 0)), int(state.get("outer_iter", 0))
@@ -200,7 +203,7 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
             "events": update["events"] + done + more})
 
     if c["verdict"] == "pass":  # the best attempt is what is kept: an earlier one may have measured higher
-        kept = best[subtask] if best[subtask]["success_rate"] > result["success_rate"] else result
+        kept = result if at_least_as_good(result, best[subtask]) else best[subtask]
         return finish(kept, "subtask")
     stop = limit_reached(current, settings, model)
     if stop:

@@ -481,10 +481,10 @@ def configure_rl_calls(state: Mapping[str, Any], settings: RunSettings, lib: Sub
             config["ppo"]["stop_below"] = round(reach, 4)
     if lib.starts:  # episodes start where the chain reaches this subtask, not in a fresh world
         path = settings.run_dir / STARTS_FOLDER / f"{subtask}-o{state.get('outer_iter', 0)}-v{version}.states"
-        write_start_set(lib.starts, path)
-        config["start_states"] = str(path.resolve())
+        if write_start_set(lib.starts, path):
+            config["start_states"] = str(path.resolve())
     update["rl_configs"] = [{"subtask": subtask, "sub_action": target["name"], "version": version,
-                             "config": config, "coded_action_names": names}]
+                             "config": config, "coded_action_names": lib.head_order(names)}]
     return update, [_call(CONFIGURE_TOOL, {"rl_config": config})]
 
 

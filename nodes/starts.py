@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from envs.saved_state import read_states, write_states
+from envs.saved_state import StateFileError, read_states, write_states
 from envs.tasks import TASKS
 from nodes.attempt.results import CODE_TOOL
 from nodes.entries import StartStateEntry
@@ -35,7 +35,10 @@ def save_test_ends(state: Mapping[str, Any], run_dir: Path, round_: Sequence[Any
         if saved is None:  # a failed test, or a report read back from a checkpoint (the world is not kept there)
             continue
         path = folder / f"{n + len(entries):05d}-{subtask}.state"
-        write_states(path, [saved])
+        try:
+            write_states(path, [saved])
+        except OSError:  # a full or read-only disk loses a start, never the run
+            continue
         entries.append({"file": str(path), "subtask": subtask, "achievements": list(saved.achievements),
                         "steps": int(saved.steps)})
     return entries
@@ -54,8 +57,15 @@ def chain_starts(state: Mapping[str, Any], subtask: str) -> list[StartStateEntry
 
 
 def write_start_set(entries: Sequence[StartStateEntry], path: Path) -> int:
-    """One start-set file of these moments, for a training's configuration (RLConfig.start_states)."""
-    return write_states(path, [s for e in entries for s in read_states(e["file"])])
+    """One start-set file of these moments, for a training's configuration (RLConfig.start_states); a saved
+    moment that cannot be read any more is left out. 0 when none could be (nothing is written then)."""
+    states = []
+    for e in entries:
+        try:
+            states += read_states(e["file"])
+        except StateFileError:
+            continue
+    return write_states(path, states) if states else 0
 
 
 def starts_text(entries: Sequence[StartStateEntry]) -> str:

@@ -123,6 +123,14 @@ class RLConfig(BaseModel):
         return value
 
     @model_validator(mode="after")
+    def _prior_on_the_head(self) -> RLConfig:
+        prior = getattr(self.ppo, "prior_action", None)
+        if prior is not None and prior >= len(self.coded_actions):
+            raise ValueError(f"ppo.prior_action: {prior} is not one of the {len(self.coded_actions)} coded actions "
+                             f"(0..{len(self.coded_actions) - 1})")
+        return self
+
+    @model_validator(mode="after")
     def _starts(self) -> RLConfig:
         # the file itself is read where episodes start (load_starts): a saved policy's config stays valid
         # after its run folder's start states are gone

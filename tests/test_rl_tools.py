@@ -282,3 +282,8 @@ def test_reward_shaping_adds_the_bonus_each_step_and_reports_a_broken_function()
     broken.reset()
     with pytest.raises(RuntimeError, match="shaping function raised KeyError"):
         broken.step(1)
+
+
+def test_a_prior_action_outside_the_head_is_a_clear_config_error():
+    report = configure_rl({"task": "collect_wood", "ppo": {"prior_action": 0, "coded_prior": 0.9}})
+    assert not report.ok and "ppo.prior_action: 0 is not one of the 0 coded actions" in (report.error or "")

@@ -56,8 +56,31 @@ def test_a_saved_moment_plays_on_the_same_in_any_env_and_its_limit_counts_from_t
     assert played_a[-1][5] <= 100 and (played_a[-1][2] or played_a[-1][3])  # ends by 60 + 40 steps
     c = CrafterEnv(task="collect_diamond", max_steps=40)
     c.reset(seed=78, options={"start": back[0]})
-    # another creature seed: the world and player are the same, what moves next may differ
+    # another creature seed: the world and player are the same, and the creatures move otherwise
     assert np.array_equal(c.observation(), obs_a)
+    assert _play(c, actions) != played_a
+
+
+def test_a_saved_moment_keeps_what_the_player_had_seen_and_the_sandbox_knows_it(tmp_path):
+    """Code played from a saved moment knows the map the chain had seen, as in held-out play: the game API
+    on this side and its mirror in the sandbox both."""
+    from sandbox import AgentCode
+
+    env = _played(steps=150)
+    seen = sorted(env.game.known("tree")) + sorted(env.game.known("water"))
+    saved = env.save_state()
+    path = tmp_path / "s.states"
+    write_states(path, [saved])
+    other = CrafterEnv(task="collect_diamond")
+    other.reset(seed=9, options={"start": read_states(path)[0]})
+    assert sorted(other.game.known("tree")) + sorted(other.game.known("water")) == seen and seen
+    source = ("def count(game):\n"
+              "    print(len(game.known('tree')) + len(game.known('water')))\n"
+              "    yield 'noop'\n")
+    printed: list[str] = []
+    with AgentCode([source]) as code:
+        code.execute(other, "count", on_print=printed.append)
+    assert printed and int(printed[0]) == len(seen)
 
 
 def test_a_state_file_that_names_anything_but_the_game_is_refused_and_nothing_runs(tmp_path):

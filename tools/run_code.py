@@ -350,7 +350,7 @@ def run_code(code: str, task: str = "collect_wood", seed: int = 0, max_steps: in
     report = CodeRunReport(
         ok=error is None, error=error, failure_kind=kind, task_success=success, **_seen(progress, name),
         ended=ended, gif_path=gif_path, wall_time_s=round(time.monotonic() - start, 3), **base)
-    if ended == "success":
+    if ended == "success" and not progress.died():  # a success on the step the player died starts nothing
         report._end_state = env.save_state(source=f"code test of {base['task']}")
     return report
 

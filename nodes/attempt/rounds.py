@@ -137,7 +137,7 @@ def record_round(state: Mapping[str, Any]) -> tuple[dict[str, Any], MeasuredResu
     head_test = result["kind"] == "code" and judged["kind"] == "rl"
     if head_test:
         result["head_test"] = True
-    if not head_test and (subtask not in best or _standing(result, best[subtask]) >= _standing(best[subtask], result)):
+    if not head_test and (subtask not in best or at_least_as_good(result, best[subtask])):
         best[subtask] = result
     return {**update, "best": best, "results": [result], "last_result": result}, result
 
@@ -151,6 +151,11 @@ def measure_event(result: Mapping[str, Any], verdict: str) -> dict[str, Any]:
     """The events-log entry of a measured round: its numbers and what was decided on them ('repair' when
     the fast agent repairs from it, else the critic's verdict)."""
     return {"type": "measure", **{k: result.get(k) for k in MEASURE_FIELDS}, "verdict": verdict}
+
+
+def at_least_as_good(result: Mapping[str, Any], other: Mapping[str, Any]) -> bool:
+    """Whether `result` ranks at least as high as `other` for the attempt kept at one subtask (`_standing`)."""
+    return _standing(result, other) >= _standing(other, result)
 
 
 def _standing(result: Mapping[str, Any], other: Mapping[str, Any]) -> tuple[float, float]:
