@@ -27,6 +27,7 @@ from unittest import mock
 from envs.seeds import validation_seeds
 from envs.tasks import get_task
 from graph.builder import build_graph, run_config, run_context, start_state
+from graph.evaluation.heldout import policy_skill
 from nodes.attempt.results import judged_rate
 from nodes.executor import evaluate_chain
 from nodes.models.expert import ExpertModel
@@ -76,8 +77,7 @@ def chain_outcomes(final: dict, task: str, training: dict | None, worlds: list[i
     if training is not None:
         if not training.get("policy_path"):
             raise RuntimeError(f"the training of {task} saved no policy: {training.get('errors')}")
-        skills[task] = {"kind": "rl", "policy_path": training["policy_path"], "task": task, "success_rate": 0.0,
-                        "rate_source": "training", "name": f"{task}_rl"}
+        skills[task] = policy_skill(training["policy_path"])
     return evaluate_chain(final["task"], final["plan"], skills, len(worlds), 0, record=False, worlds=worlds)
 
 

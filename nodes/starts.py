@@ -46,13 +46,14 @@ def save_test_ends(state: Mapping[str, Any], run_dir: Path, round_: Sequence[Any
 
 def chain_starts(state: Mapping[str, Any], subtask: str) -> list[StartStateEntry]:
     """The saved moments where `subtask`'s turn comes: its prerequisites unlocked, its own achievement not
-    (the latest MAX_TRAINING_STARTS). None for a subtask that nothing comes before: it starts in a fresh world."""
+    (the latest MAX_TRAINING_STARTS). None for a subtask that nothing comes before: it starts in a fresh world.
+    Read from the state alone (it runs at every fast call): a file gone since is left out by write_start_set."""
     needed = set(prerequisite_achievements(state))
     if not needed:
         return []
     own = TASKS[subtask].achievement if subtask in TASKS else subtask
     fitting = [e for e in state.get("start_states") or []
-               if needed <= set(e["achievements"]) and own not in e["achievements"] and Path(e["file"]).exists()]
+               if needed <= set(e["achievements"]) and own not in e["achievements"]]
     return fitting[-MAX_TRAINING_STARTS:]
 
 
