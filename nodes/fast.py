@@ -16,6 +16,7 @@ it); an unchanged resubmission is not tested again.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Mapping
 from typing import Any, Literal, cast
@@ -41,9 +42,11 @@ from nodes.attempt.results import (
     report_of,
 )
 from nodes.attempt.rounds import (
+    ends_the_chain,
     judged_functions,
     judged_sub_action,
     latest_versions,
+    live_code,
     plan_of,
     round_id,
     tested_actions,
@@ -91,7 +94,7 @@ from prompts.templates import messages_for
 from sandbox.lint import MAX_SOURCE_CHARS
 
 MAX_TOOL_ROUNDS = 6  # non-measuring tool rounds (configure_rl, plugin tools) per attempt
-REPORT_CHARS = 2500   # the test report the fast agent and the critic read
+REPORT_CHARS = 2400   # the test report the fast agent and the critic read (the largest call stays in 8,000 tokens)
 TESTED_REPORT_CHARS = 700  # a head entry's test report, shown with the training's configuration
 HEAD_BUILTINS = ("explore",)  # the built-in a policy may always call (listed in the library as built-in)
 GRAPH_PPO_WORKERS = 2  # worker processes of a graph training ('actors'): fixed, so runs replay on any machine
@@ -137,7 +140,10 @@ class SubtaskCode:
         self.prior = prior_sources(state)
         self.pool = solved_pool(state)
         self.latest = latest_versions(state, self.subtask)
-        self.versions = {name: v["source"] for name, v in self.latest.items()}
+        # each definition once, as the answer that sent it last wrote it (nodes.attempt.rounds.live_code)
+        decomposition = state["decomposition"]
+        self.versions = live_code(state, self.subtask, [a["name"] for a in coded(decomposition["sub_actions"])]
+                                  + self.hinted(decomposition))
         self.skill_entries = earlier_entries(state)  # a sub-action of one of these names reuses it
         # a non-final sub-action of one of these names replaces it (nodes.skills.records.replaced_names)
         self.replaced = set(self.pool.functions()) - self.skill_entries
@@ -278,12 +284,15 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCo
         "library": listing(lib.pool, lib.graph_actions() if mode == "rl" else []),
         # the chain's own stay_alive, where tests replay earlier skills and the model has not replaced it
         "examples": examples_for(sub_action.get("template"), chain_survival=bool(lib.prefix) and (
-            lib.pool.origin.get("stay_alive", {}).get("kind") == "built-in")),
+            lib.pool.origin.get("stay_alive", {}).get("kind") == "built-in"),
+            repair=bool((state.get("last_attempt") or {}).get("report"))),
         "last_attempt": state.get("last_attempt"), "feedback": (state.get("feedback") or {}).get("feedback"),
         "previous_attempt": _previous_attempt(state, mode, sub_action, lib),
         "limits": {"test_seeds": n_seeds, "max_steps_per_test": lib.max_steps, "budget_left": left,
                    "revision": int(state.get("inner_iter", 0)), "max_revisions": settings.max_inner_iters,
-                   "pass_rule": pass_rule_text(n_seeds, settings.target_success), "max_code_chars": MAX_CODE_CHARS},
+                   "pass_rule": pass_rule_text(n_seeds, settings.target_success,
+                                               whole_chain=ends_the_chain(state, settings.task)),
+                   "max_code_chars": MAX_CODE_CHARS},
         # for the expert (not rendered): the library's sources and the skills' entries
         "sources": dict(lib.pool.sources), "prefix": list(lib.prefix),
     }
@@ -397,8 +406,8 @@ def fast(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal["
     else:
         mode, target = "code", judged_sub_action(decomposition)
     context = fast_context(current, settings, lib, mode, target, round_)
-    if mode == "code":
-        schema: Any = write_code_answer(target["name"])
+    if mode == "code":  # a building block of a coded decomposition is only loaded: its tool says so
+        schema: Any = write_code_answer(target["name"], building_block=not policies and len(pending) > 1)
     elif context.get("configured"):
         schema = TrainPolicy
     else:
@@ -532,12 +541,6 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
             return Command(goto="fast", update={**update, "skipped_code": [*skipped_of(state), target["name"]]})
         else:
             defined = False  # broken: a one-seed test below brings back the sandbox's own error, to repair from
-    # every definition it sends is loaded already as it is: the same program would be tested again
-    loaded_already = bool(sent) and previous is not None and sent.items() <= definitions(previous).items()
-    if last.get("sub_action") == target["name"] and last.get("max_steps") == max_steps and (
-            last.get("code") == code or loaded_already):
-        # testing the same code on the same seeds again would only spend the budget: the critic judges it
-        return to_critic(update, "the fast agent resubmitted unchanged code")
     revision = int(state.get("inner_iter", 0)) + (1 if last.get("report") is not None and last else 0)
     seeds = code_test_seeds(settings, state)
     pool = lib.with_code(code)
@@ -546,6 +549,12 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
         program, action = test_program(pool, lib.prefix, actions or [target["name"]], max_steps)
     else:  # the sandbox says what is wrong with it (a syntax error, a missing function); one seed tells
         program, action, seeds = with_library(lib.pool, code), target["name"], seeds[:1]
+    # the same program on the same seeds is the same test: it would only spend the budget, and the critic judges
+    # it. The program, not the answer, is compared: a building block rewritten since changes what a test plays.
+    tested_as = hashlib.sha256(program.encode()).hexdigest()[:16]
+    if last.get("sub_action") == target["name"] and last.get("max_steps") == max_steps and (
+            last.get("program") == tested_as or ("program" not in last and last.get("code") == code)):
+        return to_critic(update, "the fast agent resubmitted unchanged code")
     too_big = size_problem(pool if defined else lib.pool, program, [target["name"]], MAX_SOURCE_CHARS)
     if too_big:  # refused before any step is spent, with what is large: the model answers again
         update = {**update, "code_versions": version, "inner_iter": revision,
@@ -560,7 +569,8 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
     update = {**update, "code_versions": version, "inner_iter": revision,
               "total_inner_iters": int(state.get("total_inner_iters", 0)) + repaired,
               "attempt": int(state.get("attempt", 0)) + (0 if last else 1),
-              "last_attempt": {"sub_action": target["name"], "code": code, "max_steps": max_steps, "report": None}}
+              "last_attempt": {"sub_action": target["name"], "code": code, "max_steps": max_steps, "report": None,
+                               "program": tested_as}}
     return _dispatch(state, update, calls, answer)
 
 

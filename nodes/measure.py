@@ -8,7 +8,8 @@ Successful code tests leave where they stopped for later trainings to start from
 - a training: the critic judges it;
 - a test of a coded building block of a policy's head: its report is filed with the training's
   configuration, and the fast agent goes on;
-- a code test: the critic judges it when it meets the pass rule or the revisions are spent; otherwise
+- a code test: the critic judges it when it meets the pass rule (for the plan's last subtask, over every
+  run of the chain as well: nodes.attempt.results.round_passes) or the revisions are spent; otherwise
   the fast agent repairs the code from the report;
 - any other tool (configure_rl, a plugin's): the fast agent reads its answer.
 
@@ -23,8 +24,8 @@ from typing import Any, Literal
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from nodes.attempt.results import CODE_TOOL, TRAIN_TOOL, last_tool_round, meets_target
-from nodes.attempt.rounds import measure_event, record_round
+from nodes.attempt.results import CODE_TOOL, TRAIN_TOOL, last_tool_round, round_passes
+from nodes.attempt.rounds import ends_the_chain, measure_event, record_round
 from nodes.context import RunContext, context_of
 from nodes.entries import learned
 from nodes.fast import TESTED_REPORT_CHARS, SubtaskCode, report_text
@@ -55,7 +56,7 @@ def measure(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Litera
         **(state.get("last_attempt") or {}), "report": report_text(current),
         "result": {k: measured.get(k) for k in ("success_rate", "success_given_start", "started", "episodes",
                                                 "prerequisites", "outcomes", "per_seed")}}
-    passed = bool(measured) and meets_target(measured, settings.target_success)
+    passed = bool(measured) and round_passes(measured, settings.target_success, ends_the_chain(state, settings.task))
     if passed or int(state.get("inner_iter", 0)) >= settings.max_inner_iters:
         return Command(goto="critic", update=update)
     update["events"] = [measure_event(measured, "repair")]

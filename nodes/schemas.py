@@ -166,11 +166,15 @@ class WriteCode(BaseModel):
         "primitive steps one test episode may use; default: the subtask's test limit"))
 
 
-def write_code_answer(function_name: str) -> type[WriteCode]:
+def write_code_answer(function_name: str, building_block: bool = False) -> type[WriteCode]:
     """`WriteCode` for a sub-action named `function_name` (the name is in its description). Whether the
     code parses and defines it is the sandbox's to say: its load error goes back to the model as a test
-    report, like any other failure of its code."""
-    doc = f"Write the coded action `def {function_name}(game):` and test it in fresh episodes (one per test seed)."
+    report, like any other failure of its code. `building_block`: a code sub-action before the last one of
+    a coded decomposition, tested only with the last one (nodes.fast), as its description says."""
+    doc = (f"Write the coded action `def {function_name}(game):`. It is only loaded now (one that does not load "
+           "gets a one-seed test with the error); once the decomposition's last coded sub-action is written, one "
+           "test plays its coded sub-actions in order." if building_block else
+           f"Write the coded action `def {function_name}(game):` and test it in fresh episodes (one per test seed).")
     return create_model("WriteCode", __base__=WriteCode, __doc__=doc)
 
 

@@ -32,9 +32,8 @@ x grows to the right, y grows downward (move_down adds 1 to y). `tile`, `visible
 offsets (dx, dy) from the player instead: the view is {VIEW_WIDTH}x{VIEW_HEIGHT}, dx in \
 [-{VIEW_RADIUS_X}, {VIEW_RADIUS_X}], dy in [-{VIEW_RADIUS_Y}, {VIEW_RADIUS_Y}]; absolute = game.pos + offset.
 `known`, `nearest`, `material_at`, `path_to` and the walking helpers use the memory of every tile seen in
-this episode ('unknown' where never seen). `requirements(item)` is what making or placing `item` uses up
-from the inventory; whether the tool to collect a material is at hand is `can_collect`. Members marked
-`yield from` step the game (they yield primitive action names); the others only read."""
+this episode ('unknown' where never seen). Members marked `yield from` step the game (they yield
+primitive action names); the others only read."""
 
 
 def first_paragraph(doc: str | None) -> str:
@@ -94,7 +93,8 @@ def _decorator_line() -> str:
     params = ", ".join(f"{p.name}={p.default!r}" for p in inspect.signature(coded_action).parameters.values())
     return (f"@coded_action({params}): {first_paragraph(coded_action.__doc__)} `precondition` is a function "
             "game -> bool checked before each call: when false the call does nothing and an RL policy cannot "
-            "choose the action at that step. `max_steps` stops a call after that many primitive steps.")
+            "choose the action at that step. `max_steps` ends a call made on its own (an RL policy's choice, a test "
+            "of the action alone); a `yield from name(game)` runs to its end.")
 
 
 @cache

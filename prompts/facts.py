@@ -89,6 +89,7 @@ class LastAttempt(TypedDict):
     max_steps: int
     report: str | None           # None until its test round came back
     result: NotRequired[AttemptResult]  # a code test's numbers (nodes.measure)
+    program: NotRequired[str]    # not rendered: a digest of the program its test played (not tested twice)
 
 
 class PreviousAttempt(TypedDict):

@@ -49,21 +49,24 @@ _GENERIC = "collect_wood"
 
 
 def examples_for(template: str | None, limit_chars: int = 3000, limit: int = 3,
-                 chain_survival: bool = False) -> dict[str, str]:
+                 chain_survival: bool = False, repair: bool = False) -> dict[str, str]:
     """Name -> source of the few-shot examples worth showing for a sub-action of this template kind.
 
     The example of the kind comes first and is always given (a kind with none, e.g. 'custom', gets
-    collect_wood). With `chain_survival` (its tests replay earlier skills, and the chain's stay_alive is
-    still the built-in) stay_alive comes next and is always given too: it is the code that runs between
-    the chain's steps, which the model can only improve on by seeing it. Then the chain example (coded
-    actions calling each other with `yield from`) and stay_alive, each only while the sources stay within
-    `limit_chars` and `limit` examples.
+    collect_wood), except to a `repair`: its own code, shown with its report, is the example then, and the
+    call keeps within the window with the report. With `chain_survival` (its tests replay earlier skills,
+    and the chain's stay_alive is still the built-in) stay_alive comes next and is always given too: it is
+    the code that runs between the chain's steps, which the model can only improve on by seeing it. Then
+    the chain example (coded actions calling each other with `yield from`) and stay_alive, each only while
+    the sources stay within `limit_chars` and `limit` examples (none to a repair).
     """
     sources = example_sources()
     first = _TEMPLATES[template][0] if template in _TEMPLATES else _GENERIC
-    chosen = {first: sources[first]}
+    chosen = {} if repair else {first: sources[first]}
     if chain_survival:
         chosen[_SURVIVAL] = sources[_SURVIVAL]
+    if repair:
+        return chosen
     for name in (_COMPOSITION, _SURVIVAL):
         if len(chosen) >= limit or name in chosen:
             continue

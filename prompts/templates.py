@@ -219,7 +219,7 @@ def _last_attempt(last: Mapping[str, Any] | None, mode: str) -> tuple[str, str]:
         body += f"```python\n{clip(str(last['code']).rstrip(), CODE_CHARS)}\n```\n"
     if last.get("report"):
         title += " and what happened"
-        fix = ("the code (code sent again unchanged is not tested again: the critic judges it)" if mode == "code"
+        fix = ("the code (code sent again unchanged goes to the critic untested)" if mode == "code"
                else "the configuration")
         result = last.get("result") or {}
         if mode == "code" and result.get("prerequisites") and result.get("episodes") and not result.get("started"):

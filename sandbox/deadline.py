@@ -1,15 +1,18 @@
 """When a request to the sandbox has run out of time: counted in the code's own CPU time, within a wall cap.
 
-A request gives the agent's code `timeout` seconds to answer (SandboxLimits.step_timeout_s: between two
-yields, a mask, a shaping value). On a loaded machine a process can wait for a core far longer than it
+A request gives the agent's code `timeout` seconds of CPU to answer (SandboxLimits.step_timeout_s: between
+two yields, a mask, a shaping value). A timer inside the sandbox interrupts the code at `timeout` with an
+error naming its line (sandbox.child.StepTimer); the host waits longer before it kills the process (the
+grace below), so that the timer's report, not the kill, is what the model reads. So the figure the prompts
+give the model is the one its code gets. On a loaded machine a process can wait for a core far longer than it
 computes. That happens when the code tests of one round run side by side, on a CI machine, or with PPO's
 workers. An honest step then missed a wall-clock deadline, and the model was told that its code loops.
 So the deadline counts the CPU time the sandbox's processes spend:
 
 - A request answered within PROBE_S costs nothing extra: nearly every request.
 - Past PROBE_S, the host reads the process tree's CPU time once (from /proc).
-- When `timeout` seconds of wall time have passed, the host reads it again. If the code has used less
-  than `timeout` seconds of CPU, the deadline moves on by what it has not used.
+- When the timeout and its grace have passed in wall time, the host reads it again. If the code has used
+  less than that much CPU, the deadline moves on by what it has not used.
 - Never past `timeout * MAX_WALL_FACTOR` of wall time: code that sleeps or blocks without computing is
   stopped there.
 - A process that sends anything during the request (a print, part of a frame) is evidently running: the
@@ -24,15 +27,24 @@ from collections.abc import Callable
 PROBE_S = 0.25          # a request unanswered this long has its CPU time read
 MAX_WALL_FACTOR = 5.0   # of the timeout: the wall-clock time a request may take at most, however starved
 MIN_EXTENSION_S = 0.05  # a deadline moves on by at least this much (the CPU clock ticks in 10 ms)
+# What the host allows past the timeout before it stops a request: a share of it, and at least twice PROBE_S,
+# the CPU time the host may over-count (everything before its probe counts as computing). The sandbox's own
+# timer, at the whole timeout, then reports first.
+GRACE_SHARE = 0.25
+MIN_GRACE_S = 2 * PROBE_S
 
 
 class RequestDeadline:
     """The deadline of one request sent at `sent` (time.monotonic()); `cpu()` is the sandbox's CPU seconds so
     far, or None where they cannot be read."""
 
-    def __init__(self, timeout: float, sent: float, cpu: Callable[[], float | None]):
+    def __init__(self, timeout: float, sent: float, cpu: Callable[[], float | None], timer: bool = True):
+        """`timer`: the sandbox's timer runs (a call, a mask, a shaping value), so the host allows it a grace
+        to report; not for a load, whose top level it does not interrupt."""
         self.timeout, self.sent, self._cpu = timeout, sent, cpu
-        self.deadline = sent + timeout
+        # what the host allows, the sandbox's timer report included
+        self.limit = timeout + max(GRACE_SHARE * timeout, MIN_GRACE_S) if timer else timeout
+        self.deadline = sent + self.limit
         self.hard = sent + timeout * MAX_WALL_FACTOR
         self._probe: tuple[float, float | None] | None = None  # (when, CPU seconds then)
         self.starved_to_the_cap = False  # the request used little CPU and was stopped at the wall cap
@@ -58,10 +70,10 @@ class RequestDeadline:
             return False
         # the CPU time spent before the probe is at most the wall time before it
         used = cpu - then + (when - self.sent)
-        if used >= self.timeout:
+        if used >= self.limit:
             return False
         if now >= self.hard:
             self.starved_to_the_cap = True
             return False
-        self.deadline = min(self.hard, now + max(MIN_EXTENSION_S, self.timeout - used))
+        self.deadline = min(self.hard, now + max(MIN_EXTENSION_S, self.limit - used))
         return True

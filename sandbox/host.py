@@ -404,7 +404,8 @@ class AgentCode:
                 message = dict(message, sync=dict(update, observe=[obs_to_wire(o) for o in update["observe"]]))
         self._next_id += 1
         message = dict(message, id=self._next_id)
-        clock = RequestDeadline(timeout or self.limits.step_timeout_s, time.monotonic(), self._sandbox_cpu_s)
+        clock = RequestDeadline(timeout or self.limits.step_timeout_s, time.monotonic(), self._sandbox_cpu_s,
+                                timer=kind == "request")  # a load runs no timer inside
         try:
             write_frame(self._proc.stdin.fileno(), message, clock.deadline)
         except ProtocolError as exc:
@@ -486,7 +487,7 @@ class AgentCode:
 
     def _protocol_failed(self, exc: ProtocolError, clock: RequestDeadline, kind: str) -> None:
         self.last_failure_timed_out = exc.timed_out
-        timeout = clock.timeout
+        timeout = clock.limit  # what the code had, the grace for the sandbox timer's report included
         if exc.timed_out and clock.starved_to_the_cap:
             self._fail(f"no answer within {clock.hard - clock.sent:g} s, though the code computed for less than "
                        f"{timeout:g} s of it: code that sleeps or blocks instead of answering")

@@ -193,3 +193,43 @@ def test_a_revision_keeps_the_helpers_it_does_not_send_again_and_its_test_plays_
     assert code_pool.revised(None, first) == first  # a first answer is kept as it was written
     assert code_pool.revised(first, first) == first  # and so is one that sends everything again
     assert code_pool.revised(None, broken) == broken
+
+
+def test_a_helper_rewritten_as_its_own_sub_action_is_the_one_tests_and_the_skill_load():
+    """An answer for the last sub-action carried an old stay_alive; the model then rewrote stay_alive as its own
+    sub-action. Whatever order the pool loads the sub-actions in, the definition sent last is the live one, in
+    the test's pool and in the skill kept (once), and a later revision that carries the old copy unchanged does
+    not bring it back; sending it again does."""
+    from nodes.attempt.rounds import live_code
+
+    name = "collect_coal"
+    stay, mine = ({"name": n, "kind": "code", "reason": "r"} for n in ("stay_alive", name))
+
+    def alive(tag: str) -> str:
+        return f"def stay_alive(game):\n    \"\"\"{tag}\"\"\"\n    yield 'noop'\n"
+
+    def action(tag: str) -> str:
+        return f"def {name}(game):\n    \"\"\"{tag}\"\"\"\n    yield from stay_alive(game)\n    yield 'do'\n"
+
+    def version(n: int, sub: str, source: str) -> dict:
+        return {"subtask": name, "sub_action": sub, "version": n, "source": source, "plan": None, "outer_iter": 0}
+
+    settings = RunSettings(test_max_steps=100)
+    written = [version(1, name, alive("old") + "\n" + action("first")), version(2, "stay_alive", alive("new"))]
+    state = {"plan": [{"name": name}], "subtask_index": 0, "skills": {},
+             "decomposition": {"subtask": name, "reason": "", "sub_actions": [stay, mine]}, "code_versions": written}
+
+    def live_stay_alive(versions: list[dict]) -> str:
+        current = {**state, "code_versions": versions}
+        pool = SubtaskCode(current, settings).pool
+        kept = live_code(current, name, ["stay_alive", name])
+        copies = [src for src in kept.values() if "def stay_alive" in src]
+        assert len(copies) == 1, kept  # the skill keeps it once
+        assert code_pool.definitions(copies[0])["stay_alive"] == pool.sources["stay_alive"]
+        return pool.sources["stay_alive"]
+
+    assert '"""new"""' in live_stay_alive(written)
+    carried = version(3, name, alive("old") + "\n" + action("second"))  # a revision of the action alone
+    assert '"""new"""' in live_stay_alive([*written, carried])
+    resent = version(4, name, alive("newest") + "\n" + action("third"))
+    assert '"""newest"""' in live_stay_alive([*written, carried, resent])

@@ -281,6 +281,9 @@ def test_examples_for_picks_the_template_kind_within_the_budget():
     assert list(examples_for("place", limit_chars=100)) == ["place_table"]  # its own kind is always given
     assert len(examples_for("explore", limit=2)) == 2
     assert all(src == sources[name] for name, src in examples_for("collect").items())
+    # a repair shows its own code instead; the chain's stay_alive stays where tests replay the chain
+    assert examples_for("collect", repair=True) == {}
+    assert list(examples_for("collect", chain_survival=True, repair=True)) == ["stay_alive"]
 
 
 def test_unknown_role_and_missing_context_raise_clear_errors():

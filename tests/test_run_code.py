@@ -332,6 +332,52 @@ def test_a_death_before_the_judged_action_took_a_step_is_not_counted_against_it(
     assert "--- detail of seed 2 " in text  # the run that reached the action is the one shown in full
 
 
+def test_when_the_chain_loses_runs_before_the_action_one_of_them_is_shown_in_detail():
+    """Failures inside the action come first, but a death on the way to it is the second detail: it is what a
+    stay_alive the model writes repairs, and its trace says which coded action was running."""
+    prefix, judged = ["collect_wood"], ["collect_stone"]
+
+    def report(seed: int, ended: str, running: str, reached: bool) -> dict:
+        steps = {"main": 1, "collect_wood": 1} | ({"collect_stone": 90} if reached else {})
+        return {"seed": seed, "ended": ended, "task_success": False, "steps": 300 + seed,
+                "death_cause": "zombie" if ended == "died" else None, "achievements_before": [],
+                "achievements_unlocked": prefix, "inventory_after": {"health": 0, "wood": 2},
+                "error": "ValueError: no stone" if ended == "error" else None,
+                "trace": f"step {299 + seed}: noop in {running}", "first_steps": steps, "running_at_end": running}
+
+    rows = [report(s, "error", "main > collect_stone", True) for s in range(3)]
+    rows.append(report(7, "died", "main > stay_alive", False))
+    text = summarise_reports_for_agent(rows, max_chars=4000, prerequisites=prefix, judged=judged)
+    details = [line for line in text.splitlines() if line.startswith("--- detail of seed ")]
+    assert details[0].split()[4] in ("0", "1", "2") and details[1].split()[4] == "7", details
+    assert "step 306: noop in main > stay_alive" in text
+    # with no death on the way, the action's own failures keep every detail
+    text = summarise_reports_for_agent(rows[:3], max_chars=4000, prerequisites=prefix, judged=judged)
+    assert "--- detail of seed 7" not in text and text.count("--- detail of seed ") == 3
+
+
+def test_a_death_line_says_why_a_helper_stopped_short_just_before_and_is_never_cut_inside_a_word():
+    """A death of thirst says little without why the chain did not drink: a helper's refusal in the last steps
+    before the death is on the seed's line; an old one is not."""
+    from tools.run_code import DEATH_REFUSAL_WINDOW, _cut
+
+    def died(seed: int, refused_at: int) -> dict:
+        return {"seed": seed, "ended": "died", "task_success": False, "steps": 400, "death_cause": "thirst",
+                "achievements_before": [], "achievements_unlocked": [], "inventory_after": {"health": 0, "drink": 0},
+                "trace": "step 1: noop", "running_at_end": "main > stay_alive > collect_drink > go_to",
+                "last_refusal": "go_to: no known path to (12, -3)", "last_refusal_step": refused_at}
+
+    recent, old = died(1, 400 - DEATH_REFUSAL_WINDOW), died(2, 399 - DEATH_REFUSAL_WINDOW)
+    lines = {x.split(":")[0]: x for x in summarise_reports_for_agent([recent, old]).splitlines()
+             if x.startswith("seed ")}
+    assert f"; step {400 - DEATH_REFUSAL_WINDOW} go_to: no known path to (12, -3)" in lines["seed 1"]
+    assert "no known path" not in lines["seed 2"]
+    line = "seed 3: died at step 12 (zombie) health lost in the last steps -4 zombie"
+    cut = _cut(line, 60)
+    kept = cut.removesuffix(" ...")
+    assert len(cut) <= 60 and line.startswith(kept) and line[len(kept)] == " " and kept.endswith("the")
+
+
 def test_every_failing_seed_keeps_its_line_and_the_successes_share_one():
     """A repair needs every failure: with long lines the seeds are cut to a share, never dropped; what the earlier
     skills unlocked is said once, not on every line."""

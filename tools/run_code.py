@@ -75,6 +75,7 @@ class CodeRunReport(BaseModel):
     death_detail: str | None = Field(None, description="when died: the last health losses and the status bars")
     last_refusal: str | None = Field(None, description="why a helper of the game API (go_to, shelter, ...) last "
                                                        "stopped short during the run, if one did")
+    last_refusal_step: int | None = Field(None, description="the step at which last_refusal was said")
     refusals: list[str] = Field(default_factory=list, description="each helper that stopped short: how often, "
                                                                   "at which step last, and its last reason")
     task: str = ""
@@ -187,6 +188,7 @@ class _Progress:
         self.frames = [env.render()] if gif else []
         self.deadline = float("inf")
         self.refusal: str | None = None
+        self.refusal_step: int | None = None
         self.refusals: dict[str, tuple[int, int, str]] = {}  # helper -> (times, last step, last reason)
         self.code: AgentCode | None = None  # the sandbox running the call: says which functions it is in
         self.running = ""  # the functions the code was in at the last step
@@ -227,7 +229,7 @@ class _Progress:
         self.trace.printed(self.steps, text)
 
     def on_refusal(self, text: str) -> None:
-        self.refusal = text
+        self.refusal, self.refusal_step = text, self.steps
         self.trace.note(f"step {self.steps}: a helper stopped short: {text}")
         helper, _, reason = text.partition(":")  # the helper names itself first ('shelter: no stone ...')
         helper = helper[:40]
@@ -375,7 +377,8 @@ def _seen(progress: _Progress, name: str) -> dict[str, Any]:
     """What the trusted side saw of the episode, up to where it ended or was stopped."""
     return dict(action=name, steps=progress.steps, achievements_before=progress.achievements_before,
                 achievements_unlocked=sorted(progress.achievements), inventory_before=progress.inventory_before,
-                inventory_after=progress.inventory, last_refusal=progress.refusal, refusals=progress.refusal_lines(),
+                inventory_after=progress.inventory, last_refusal=progress.refusal,
+                last_refusal_step=progress.refusal_step, refusals=progress.refusal_lines(),
                 running_at_end=progress.running, first_steps=dict(progress.first_steps),
                 **progress.ending())
 
@@ -417,6 +420,8 @@ ERROR_FIRST_LINE_CHARS = 160
 REFUSAL_CHARS = 260  # a helper's refusal whole: its end says what it needs (the game API's are shorter)
 MAX_DETAILS = 3  # failing seeds shown in detail, while the budget lasts
 MIN_DETAIL_CHARS = 500
+DEATH_REFUSAL_WINDOW = 100  # steps before a death within which a helper's refusal is told on its line
+DEATH_REFUSAL_CHARS = 140
 MIN_SEED_LINE_CHARS = 90  # a failing seed's line is cut to no less: its seed, ending and cause
 DETAIL_ERROR_CHARS = 700
 MIN_SUMMARY_CHARS = 300
@@ -471,6 +476,11 @@ def summarise_reports_for_agent(reports: list[CodeRunReport | dict], max_chars: 
         lines.append(_cut(success_line, 200))
     head = "\n".join(lines)
     ranked = _most_informative(rows, lambda r: reached[id(r)])
+    # a death on the way to the action is repaired elsewhere (a stay_alive the model writes): when the chain
+    # loses runs there, the second detail shows one, whatever the action's own failures
+    early = [k for k, r in enumerate(ranked) if not reached[id(r)] and _ended_of(r) == "died"]
+    if early and early[0] > 1:
+        ranked.insert(1, ranked.pop(early[0]))
     if not ranked:
         return head[:max_chars]
     # the most informative failure in full; more of them while a fair share of the budget is left
@@ -518,21 +528,27 @@ def _seed_line(report: dict, prerequisites: Sequence[str] = (), reached: bool = 
 
 
 def _death_facts(report: dict, where: str) -> str:
-    """'; in main > go_to; at death: health 0, food 4, ...; held stone 3, ...': what the player was running
-    and holding when it died (the held items last: a line cut for room loses them first)."""
+    """'; in main > go_to; at death: health 0, food 4, ...; step 388 go_to: no path ...; held stone 3, ...':
+    what the player was running and holding when it died, and a helper's refusal shortly before (why no water
+    was drunk, no shelter built). The held items last: a line cut for room loses them first."""
     held = ", ".join(f"{k} {v}" for k, v in sorted((report.get("inventory_after") or {}).items())
                      if v and k not in ("health", "food", "drink", "energy"))
     bars = _bars_text(report.get("inventory_after") or {})
-    return (f"; in {where}" if where else "") + f"; at death: {bars}" + (f"; held {held}" if held else "")
+    said, at = report.get("last_refusal"), report.get("last_refusal_step")
+    recent = (f"; step {at} {clean_text(said, DEATH_REFUSAL_CHARS, mark=False)}"
+              if said and isinstance(at, int) and int(report.get("steps") or 0) - at <= DEATH_REFUSAL_WINDOW else "")
+    return (f"; in {where}" if where else "") + f"; at death: {bars}" + recent + (f"; held {held}" if held else "")
 
 
 def _cut(line: str, room: int) -> str:
     """`line` in at most `room` characters, cut after a whole item ('; ' or ', ' separated) when one fits,
-    so that no name is cut in half."""
+    else between two words, so that no name is cut in half when it can be helped."""
     if len(line) <= room:
         return line
     head = line[:max(room - 4, 0)]
     at = max(head.rfind("; "), head.rfind(", "))
+    if at <= room // 2:  # no whole item fits in the second half: cut between words at least
+        at = head.rfind(" ")
     return (head[:at] if at > room // 2 else head) + " ..."
 
 

@@ -71,7 +71,11 @@ RULES_VERSION = 9
 #    code it was moved from (play_<subtask>, ppo.prior_action), decides every 32 steps of a coded call
 #    (RLConfig.decision_steps), and stops at half its budget when it cannot reach that code's rate
 #    (ppo.stop_below); a test of a policy's building block is never kept as the subtask's skill.
-GRAPH_RULES_VERSION = 12
+# 13: for the last subtask of a one-achievement task's plan, a code round ends the repairs only when its
+#    successes over all runs meet the pass count too (nodes.attempt.results.round_passes); an answer that would
+#    test the same program again is not tested (a digest of the program, not of the answer); within a subtask the
+#    definition an answer sent last is the live one (nodes.attempt.rounds.live_code), whichever sub-action sent it.
+GRAPH_RULES_VERSION = 13
 METHOD_LABELS = {"rlgpt": "RL-GPT (rule-based expert)", "pure_rl": "pure RL (PPO, primitive actions)",
                  "pure_code": "pure code (coded actions, no RL)",
                  "rl_with_code": "PPO + coded actions in the action head"}

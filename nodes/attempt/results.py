@@ -148,13 +148,33 @@ def meets_target(result: Mapping[str, Any], target: float) -> bool:
     return n > 0 and successes >= successes_needed(n, target)
 
 
-def pass_rule_text(n: int, target: float) -> str:
-    """The pass rule in plain numbers for a test round of `n` seeds."""
+def round_passes(result: Mapping[str, Any], target: float, whole_chain: bool = False) -> bool:
+    """Whether a measured round ends the fast agent's repairs: it meets the target (`meets_target`, over the
+    runs that reached the sub-action) and, where held-out play is this very chain (`whole_chain`: the plan's
+    last subtask of a one-achievement task), its successes over all runs meet it too. Then a death on the way
+    to the action is the fast agent's to repair while its revisions last (a stay_alive it writes), not a
+    round's pass: nothing else in the loops owns the chain's survival. Any run that ended before the action
+    counts (a death, an earlier skill out of steps or in error): held-out play loses it all the same."""
+    if not meets_target(result, target):
+        return False
+    if not whole_chain or result.get("kind") != "code" or not result.get("episodes"):
+        return True
+    n = int(result["episodes"])
+    return int(result.get("successes") or 0) >= successes_needed(n, target)
+
+
+def pass_rule_text(n: int, target: float, whole_chain: bool = False) -> str:
+    """The pass rule in plain numbers for a test round of `n` seeds (`whole_chain`: see round_passes)."""
     k = successes_needed(n, target)
     chance = sum(math.comb(n, j) * target ** j * (1 - target) ** (n - j) for j in range(k, n + 1))
-    return (f"{k} or more successes of {n} test seeds meet the target {target:.0%}, counting runs that reach "
+    text = (f"{k} or more successes of {n} test seeds meet the target {target:.0%}, counting runs that reach "
             f"the sub-action after earlier skills (a skill truly at {target:.0%} scores {k}+ in {chance:.0%} of "
             "rounds)")
+    if whole_chain:
+        text += (f". The plan's last subtask: held-out play is this chain, so until {k} of all {n} runs succeed "
+                 "the round comes back to you while revisions last, whatever ended the others before your action "
+                 "(a stay_alive you write replaces the chain's)")
+    return text
 
 
 def training_pass_rule_text(target: float, from_chain: bool = False) -> str:

@@ -12,6 +12,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 
+from envs.tasks import get_task
 from nodes.attempt.results import (
     CHAIN_STARTS,
     CODE_TOOL,
@@ -22,8 +23,8 @@ from nodes.attempt.results import (
     steps_of,
 )
 from nodes.entries import CodeVersion, DecompositionEntry, MeasuredResult, SubActionEntry, coded, learned
-from nodes.skills.pool import function_names
-from nodes.skills.records import prerequisite_achievements, replaced_names
+from nodes.skills.pool import definitions, function_names
+from nodes.skills.records import prerequisite_achievements, prior_sources, replaced_names
 
 
 def judged_sub_action(decomposition: DecompositionEntry) -> SubActionEntry:
@@ -73,9 +74,29 @@ def latest_versions(state: Mapping[str, Any], subtask: str) -> dict[str, CodeVer
     return {v["sub_action"]: v for v in state.get("code_versions", []) if v["subtask"] == subtask}
 
 
-def written_code(state: Mapping[str, Any], subtask: str) -> dict[str, str]:
-    """Sub-action name -> its latest code in this subtask."""
-    return {name: v["source"] for name, v in latest_versions(state, subtask).items()}
+def live_code(state: Mapping[str, Any], subtask: str, names: Collection[str]) -> dict[str, str]:
+    """Sub-action name (of `names`) -> its latest code in this subtask, less the definitions that an answer for
+    another of `names` sent later. A revision carries its sub-action's earlier definitions forward, so a
+    helper (say stay_alive) the model rewrote as its own sub-action would otherwise lose to the copy an older
+    answer for the last sub-action carried, by the order the pool loads them. Here each top-level name is
+    live once, as the answer that sent it last wrote it: tests, the skill kept and held-out play load the
+    same definitions whatever the order. A sub-action that lost none is its code exactly as written."""
+    sent_by: dict[str, str] = {}  # definition name -> the sub-action whose answer sent it last
+    defined: dict[str, dict[str, str]] = {}
+    latest: dict[str, str] = {}
+    for version in state.get("code_versions", []):
+        sub = version["sub_action"]
+        if version["subtask"] != subtask or sub not in names:
+            continue
+        defs = definitions(version["source"])
+        before = defined.get(sub, {})
+        sent_by.update({key: sub for key, source in defs.items() if before.get(key) != source})
+        defined[sub], latest[sub] = defs, version["source"]
+    out = {}
+    for sub, source in latest.items():
+        kept = [src for key, src in defined[sub].items() if sent_by.get(key, sub) == sub]
+        out[sub] = source if len(kept) == len(defined[sub]) else "\n".join(kept)
+    return out
 
 
 def _artefacts(state: Mapping[str, Any], messages: list, result: MeasuredResult,
@@ -85,8 +106,9 @@ def _artefacts(state: Mapping[str, Any], messages: list, result: MeasuredResult,
     the composed program its test played: that is assembled again from the pool when it runs."""
     calls = last_tool_calls(messages)
     subtask = state["plan"][state["subtask_index"]]["name"]
-    versions = written_code(state, subtask)
-    sources = [versions[a["name"]] for a in coded(state["decomposition"]["sub_actions"]) if a["name"] in versions]
+    names = [a["name"] for a in coded(state["decomposition"]["sub_actions"])]
+    versions = live_code(state, subtask, names)
+    sources = [versions[name] for name in names if name in versions]
     if result["kind"] == "code":
         call = next((c for c in calls if c["name"] == CODE_TOOL), None)
         if call is None:
@@ -106,6 +128,16 @@ def recorded_result(state: Mapping[str, Any]) -> MeasuredResult | None:
     tool round."""
     rid = round_id(list(state.get("messages") or []))
     return state.get("last_result") if rid is not None and rid == state.get("counted_round") else None
+
+
+def ends_the_chain(state: Mapping[str, Any], task: str) -> bool:
+    """Whether the current subtask's code tests replay the chain held-out play runs, earlier skills first: the
+    last subtask of the plan of a one-achievement task, after at least one solved skill it depends on
+    (nodes.attempt.results.round_passes; without one, every run reaches the action and the rule is moot).
+    A score plan passes over a step that fails, so no subtask of it stands for the whole."""
+    plan = state.get("plan") or []
+    return (not get_task(task).is_score and bool(plan) and int(state.get("subtask_index", 0)) == len(plan) - 1
+            and bool(prior_sources(state)))
 
 
 def record_round(state: Mapping[str, Any]) -> tuple[dict[str, Any], MeasuredResult | None]:

@@ -2,10 +2,8 @@ def stay_alive(game):
     """Fight a zombie next to the player; shelter and sleep when daylight < 0.4 or energy < 3; drink when
     drink < 6, eat when food < 6.
 
-    Long chains outlast the status bars: food lasts about 200 steps, drink a little less. Zombies
-    crowd the grass at night and hit a sleeping player hardest, so nights (and rests when energy runs
-    low) are spent in a sealed pocket (game.shelter), mined open at dawn.
-    Uses collect_drink (filled from collect_wood with water/drink) and collect_food (cow/food)."""
+    Nights (and rests when energy runs low) are spent in a sealed pocket (game.shelter), mined open at
+    dawn: zombies crowd the grass at night and hit a sleeping player hardest."""
     for name, dx, dy in game.creatures:
         if name == "zombie" and abs(dx) + abs(dy) == 1:
             x, y = game.pos
