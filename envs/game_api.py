@@ -11,6 +11,7 @@ Coded actions are generators that yield primitive action names; the helpers that
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import random
 from collections import deque
@@ -469,16 +470,30 @@ class GameAPI:
         if self.facing != delta:
             yield MOVE_FOR_DIRECTION[delta]
 
-    def go_to(self, target: Pos, max_steps: int = 200) -> Iterator[str]:
-        """Walk next to `target` and face it, re-planning each step as creatures move.
-        Stops early when no known path exists."""
+    def go_to(self, target: Pos, max_steps: int = 200, dig: bool = False) -> Iterator[str]:
+        """Walk next to `target` and face it, re-planning each step as creatures move; stops early when no
+        known path exists. With `dig`, it mines through known stone, coal, iron or diamond (what the pickaxes
+        held can mine) where walking cannot get there.
+
+        A dug route never crosses water, lava or unknown tiles; each mined tile costs two steps (mine, walk)."""
         self._refusal = None
         for _ in range(max_steps):
             if (yield from self.defend()):
                 continue
             path = self.path_to(target)
+            if path is None and dig:
+                route = self._dig_route(target)
+                if route:
+                    tile = route[0]
+                    if self.material_at(tile) in WALKABLE:
+                        yield MOVE_FOR_DIRECTION[(tile[0] - self.pos[0], tile[1] - self.pos[1])]
+                    else:  # a solid tile on the way: turn to it, mine it; the next step walks onto it
+                        yield from self.face(tile)
+                        yield "do"
+                    continue
             if path is None:
-                self._refusal = (f"go_to: no path over known walkable tiles to next to {_xy(target)} "
+                how = "walkable or minable" if dig else "walkable"
+                self._refusal = (f"go_to: no path over known {how} tiles to next to {_xy(target)} "
                                  f"({self.material_at(target)} there)")
                 return
             if not path:
@@ -607,10 +622,12 @@ class GameAPI:
             self._refusal = f"shelter: the entrance at {_xy(entrance)} is still open after 6 tries (a creature in it?)"
 
     def leave_shelter(self, max_steps: int = 12) -> Iterator[str]:
-        """Mine a way out of a shelter and step out: a wall with known walkable ground behind it first
-        (the entrance), else any wall the inventory's tools can mine (stone, coal, iron, diamond turn
-        to path), from either tile of the pocket. Returns when the player is out, or when no wall of
-        the pocket can be mined (a pocket sealed with a table, without a pickaxe)."""
+        """Mine a way out of a shelter and step out, through the entrance first, else any wall the pickaxes
+        held can mine. Returns when the player is out, or when no wall can be mined (a pocket sealed with a
+        table, without a pickaxe).
+
+        It tries a wall with known walkable ground behind it first, from either tile of the pocket; stone,
+        coal, iron and diamond turn to path when mined."""
         self._refusal = None
         if not self.is_sheltered():
             self._refusal = "leave_shelter: the player is not walled in (nothing to do)"
@@ -652,8 +669,11 @@ class GameAPI:
             if (yield from self.defend()):
                 continue
             move = self._step_toward_frontier()
-            if move is None:
-                move = self._rng.choice(list(MOVE_FOR_DIRECTION.values()))
+            if move is None:  # no frontier within reach: a random step, never into lava (walking onto it kills)
+                px, py = self.pos
+                safe = [m for (dx, dy), m in MOVE_FOR_DIRECTION.items()
+                        if self.material_at((px + dx, py + dy)) != "lava"]
+                move = self._rng.choice(safe or ["noop"])
             yield move
 
     # -- internals --
@@ -746,6 +766,38 @@ class GameAPI:
         """shelter's refusal when the player did not get onto a tile of the pocket."""
         return (f"shelter: could not get onto the pocket's tile {_xy(tile)} ({self.material_at(tile)} there; the "
                 f"player is at {_xy(self.pos)})")
+
+    def _dig_route(self, target: Pos, limit: int = 6000) -> list[Pos] | None:
+        """The cheapest route to a tile next to `target` (its tiles in order, the player's own left out; [] when
+        already there), over known walkable tiles (one step each) and known tiles the pickaxes held can mine
+        (two: mine, then step), not through creatures; None when there is none within `limit` tiles searched."""
+        goals = {_flat(n) for n in _neighbours(target) if _in_memory(n)}
+        start = _flat(self.pos)
+        if start in goals:
+            return []
+        minable = {MATERIAL_IDS[m] for m in _MINED_TO_PATH if self.can_collect(m)}
+        walkable, tiles = self._walkable_tiles(), self._tiles
+        blocked = {_flat(p) for p in self._creature_positions()}
+        cost, frontier = {start: 0}, [(0, start)]
+        came_from: dict[int, int] = {}
+        while frontier and len(cost) < limit:
+            so_far, cur = heapq.heappop(frontier)
+            if cur in goals:
+                route = []
+                while cur != start:
+                    route.append(_unflat(cur))
+                    cur = came_from[cur]
+                return route[::-1]
+            if so_far > cost[cur]:
+                continue
+            for nxt in (cur + 1, cur - 1, cur + _MEMORY_SIZE, cur - _MEMORY_SIZE):
+                if nxt in blocked:
+                    continue
+                step = 1 if walkable[nxt] else 2 if tiles[nxt] in minable else 0
+                if step and so_far + step < cost.get(nxt, so_far + step + 1):
+                    cost[nxt], came_from[nxt] = so_far + step, cur
+                    heapq.heappush(frontier, (so_far + step, nxt))
+        return None
 
     def _path_to_spot_near(self, materials: list[str], limit: int = 4000) -> list[str] | None:
         wanted = [MATERIAL_IDS.get(m) for m in materials]

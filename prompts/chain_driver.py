@@ -39,8 +39,8 @@ def play_chain(game: GameAPI, steps: Sequence[tuple[Action, str | None]], gather
     material's collect_ step (`gather`: material -> action) runs first. A station is placed next to the
     stations it will be used with (`place_near`: place_ step -> those stations), and placed again with
     `placers` (station -> action) when the one placed before is gone (arrows break tables and furnaces)
-    or out of reach. When an action finds nothing to act on, the player explores; before every call it
-    drinks, eats and sleeps when it must (stay_alive).
+    or out of reach. Before every call the player drinks, eats and sleeps when it must (stay_alive); when an
+    action finds nothing to act on, it explores, after stay_alive once more (night may have fallen since).
 
     `needs` None: a chain, where a step that fails ends it (the later steps need it). Otherwise a score
     plan (step -> the achievements it needs first): a step that fails is passed over, and so is a step
@@ -77,7 +77,11 @@ def play_chain(game: GameAPI, steps: Sequence[tuple[Action, str | None]], gather
             before = game.step_count
             yield from todo(game)
             if game.step_count == before:
-                yield from explore(game)
+                # nothing to act on: the player explores, but first stay_alive again, since the eating or drinking
+                # it did before this step may have taken the player into the night
+                yield from stay_alive(game)
+                if game.step_count == before:
+                    yield from explore(game)
             if goal is None:
                 break
         if needs is None and goal is not None and goal not in game.achievements:

@@ -131,6 +131,8 @@ def test_a_death_is_named_in_the_info_as_the_code_test_report_names_it():
                       max_steps=2000)
     assert report.ended == "died" and report.steps == env.episode_steps
     assert info["death_cause"] == report.death_cause == "zombie"
+    # the first night's zombies: the report says it was dark, from the game's own daylight at that step
+    assert report.daylight_at_end == round(env.game.daylight, 2) < 0.4 and ", at night (zombie)" in report.to_text()
 
 
 def test_seed_ranges_keep_evaluation_apart():

@@ -196,7 +196,7 @@ def test_api_reference_lists_every_public_member_with_its_call_form():
     reference = api_reference()
     for name in members:
         assert f"game.{name}" in reference
-    assert "- yield from game.go_to(target: Pos, max_steps=200):" in reference  # helpers that act
+    assert "- yield from game.go_to(target: Pos, max_steps=200, dig=False):" in reference  # helpers that act
     assert "- yield from game.defend() -> bool:" in reference
     assert "- game.pos -> Pos:" in reference and "- game.nearest(name: str) -> Pos | None:" in reference
     assert "@coded_action(precondition=None, max_steps=200)" in reference

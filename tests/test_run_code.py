@@ -402,12 +402,15 @@ def test_every_failing_seed_keeps_its_line_and_the_successes_share_one():
     line = next(x for x in summarise_reports_for_agent(rows + [early], prerequisites=prefix).splitlines()
                 if x.startswith("seed 9:"))
     start = ("seed 9: died at step 309 (zombie) before your action started (earlier skills did not unlock "
-             "place_table, make_wood_pickaxe)")  # in play order
+             "place_table and 1 after it)")  # the first in play order: the line's room goes to the death
     # then where it died and with what, as far as its share goes: cut after a whole item, never inside a name
     assert line.startswith(start) and (line[len(start):] == " ..." or line[len(start):].startswith("; at death"))
     wide = next(x for x in summarise_reports_for_agent(rows + [early], max_chars=8000, prerequisites=prefix)
                 .splitlines() if x.startswith("seed 9:"))
     assert wide == start + "; at death: health 0, food 0, drink 0, energy 0; held stone 9, wood 3"
+    dark = {**early, "daylight_at_end": 0.12}  # the report says the daylight at death: night is named
+    assert "\nseed 9: died at step 309, at night (zombie) before" in summarise_reports_for_agent(rows + [dark],
+                                                                                                prerequisites=prefix)
 
 
 def test_a_report_counts_each_helper_that_stopped_short_with_its_reason():

@@ -1,5 +1,5 @@
-"""Surviving the night: the game API's shelter and its memory of where cows were seen; and the chain's
-stations, which skeletons' arrows can destroy.
+"""Surviving the night: the game API's shelter and its memory of where cows were seen; the chain's
+stations, which skeletons' arrows can destroy; and go_to's way mined through rock.
 
 Zombies walk on grass, sand and path and hit only from a tile next to the player, so a pocket two
 tiles long with solid tiles all around keeps them out. The player can face a free tile only by
@@ -23,7 +23,8 @@ from prompts.fewshot import chain_source
 from sandbox.loader import load_coded_actions
 from tools.run_code import run_code
 
-LETTERS = {"S": "stone", "P": "path", "G": "grass", "T": "tree", "W": "water", "B": "table"}
+LETTERS = {"S": "stone", "P": "path", "G": "grass", "T": "tree", "W": "water", "B": "table", "L": "lava",
+           "D": "diamond", "I": "iron"}
 
 
 def _observation(rows: list[str], pos=(0, 0), creatures=(), daylight=1.0, facing=(0, 1), achievements=(),
@@ -31,7 +32,8 @@ def _observation(rows: list[str], pos=(0, 0), creatures=(), daylight=1.0, facing
     """A 9x7 view drawn as 7 rows of 9 letters; the player stands at row 3, column 4."""
     materials = np.array([[MATERIAL_IDS[LETTERS[ch]] for ch in row] for row in rows], dtype=np.uint8).T
     items = {name: 0 for name in crafter_constants.items}
-    items.update(health=9, food=9, drink=9, energy=9, **inventory)
+    items.update(health=9, food=9, drink=9, energy=9)
+    items.update(inventory)  # the bars too may be drawn otherwise
     return PlayerObservation(materials=materials, creatures=tuple(creatures), inventory=items, facing=facing,
                              pos=pos, daylight=daylight, sleeping=False, episode_step=step,
                              achievements=frozenset(achievements))
@@ -357,3 +359,62 @@ def test_a_refusal_reaches_the_test_report_without_a_print():
     assert f"a helper stopped short: {report.last_refusal}" in report.to_text()
     quiet = run_code("def main(game):\n    yield 'noop'\n", task="collect_wood", seed=0, max_steps=5)
     assert quiet.last_refusal is None and "stopped short" not in quiet.trace
+
+
+WALLED_DIAMOND = ["GGGGSSSSS",
+                  "GGGGSSSSS",
+                  "GGGGSSSSS",
+                  "GGGGGSSDS",  # the player on grass at (0, 0); a diamond at (3, 0), two stones in between
+                  "GGGGSSSSS",
+                  "GGGGSSSSS",
+                  "GGGGSSSSS"]
+
+
+def test_go_to_with_dig_mines_through_rock_it_cannot_walk_around():
+    assert list(_game(WALLED_DIAMOND, iron_pickaxe=1).go_to((3, 0))) == []  # walking only: no way there
+    game = _game(WALLED_DIAMOND, wood_pickaxe=1, iron_pickaxe=1)
+    assert game._dig_route((3, 0)) == [(1, 0), (2, 0)]
+    assert list(itertools.islice(game.go_to((3, 0), dig=True), 2)) == ["move_right", "do"]  # turn, then mine
+    stuck = _game(WALLED_DIAMOND)  # no pickaxe: nothing can be mined, and it says so
+    assert list(stuck.go_to((3, 0), dig=True)) == []
+    assert stuck.last_refusal == "go_to: no path over known walkable or minable tiles to next to (3, 0) (diamond there)"
+
+
+def test_a_dug_route_mines_only_what_the_pickaxes_held_can_and_never_crosses_lava_or_unknown_ground():
+    iron_wall = [row[:5] + "II" + row[7:] for row in WALLED_DIAMOND]
+    assert _game(iron_wall, wood_pickaxe=1)._dig_route((3, 0)) is None  # iron needs a stone pickaxe
+    assert _game(iron_wall, wood_pickaxe=1, stone_pickaxe=1)._dig_route((3, 0)) == [(1, 0), (2, 0)]
+    lava = ["GGGGSSSSS", "GGGGSSSSS", "GGGGSSSSS", "GGGGGLLDS", "GGGGSSSSS", "GGGGSSSSS", "GGGGSSSSS"]
+    route = _game(lava, wood_pickaxe=1, iron_pickaxe=1)._dig_route((3, 0))
+    assert route is not None and len(route) == 4  # around the lava through the stone above or below it
+    moat = ["GGGGGGGGG", "GGGGGLLLG", "GGGGGLSLG", "GGGGGLDLG", "GGGGGLSLG", "GGGGGLLLG", "GGGGGGGGG"]
+    assert _game(moat, wood_pickaxe=1, iron_pickaxe=1)._dig_route((2, 0)) is None  # lava all round it
+    edge = _game(["GGGGGGGSD"] * 7, wood_pickaxe=1, iron_pickaxe=1)
+    assert edge._dig_route((4, 0)) == [(1, 0), (2, 0), (3, 0)]  # next to it from the west, over known tiles
+    assert edge._dig_route((6, 0)) is None  # beyond the view nothing is known: no route over unknown ground
+
+
+def test_explore_with_no_frontier_in_reach_never_steps_into_lava():
+    """Crafter lets the player walk onto lava, which kills it; explore's random step must not be that one."""
+    walled = ["SSSSSSSSS", "SSSSSSSSS", "SSSSSSSSS", "SSSSPLSSS", "SSSSSSSSS", "SSSSSSSSS", "SSSSSSSSS"]
+    moves = list(_game(walled).explore(40))
+    assert len(moves) == 40 and "move_right" not in moves
+    assert {"move_left", "move_up", "move_down"} <= set(moves)  # still random among the others
+
+
+def test_the_chain_sees_to_the_night_again_before_it_explores():
+    """A step with nothing to act on sends the player exploring; the eating before it may have run into the
+    night, so stay_alive comes first again (it shelters in the dark) rather than a walk on the night's grass."""
+    sources = {"collect_diamond": "def collect_diamond(game):\n    return\n    yield\n",
+               "explore": "def explore(game):\n    yield 'move_left'\n",
+               "stay_alive": ("def stay_alive(game):\n    if game.daylight < 0.4:\n        yield 'sleep'\n"
+                              "    elif game.food < 5:\n        yield 'do'\n")}
+    main = {a.name: a for a in load_coded_actions(chain_source(sources, ["collect_diamond"], 100))}["main"]
+    field = ["G" * 9] * 7
+    game = _game(field, food=3)
+    actions = main.fn(game)
+    assert next(actions) == "do"  # stay_alive eats by day
+    game._observe(_observation(field, daylight=0.2, step=1))  # and night has fallen meanwhile
+    assert next(actions) == "sleep"  # the step found nothing: stay_alive again, not explore
+    game._observe(_observation(field, step=2))  # day again, fed: nothing left to do but explore
+    assert next(actions) == "move_left"

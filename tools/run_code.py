@@ -56,6 +56,7 @@ GIF_MIN_WIDTH = 192
 Ended = Literal["success", "died", "out_of_steps", "action_returned", "error", "precondition"]
 LAST_HURTS = 6  # health losses listed in a death's detail
 MAX_REFUSAL_HELPERS = 6  # helpers listed with their refusals in a report
+NIGHT_DAYLIGHT = 0.4  # below it the game is dark (steps 160-260 of each 300-step day)
 MAX_FIRST_STEPS = 40  # functions whose first step a report keeps (what a judged action's start is read from)
 
 
@@ -73,6 +74,7 @@ class CodeRunReport(BaseModel):
         None, description="when died: lava | zombie | skeleton arrow | starvation | thirst | exhaustion | unseen "
                           "attacker")
     death_detail: str | None = Field(None, description="when died: the last health losses and the status bars")
+    daylight_at_end: float | None = Field(None, description="when died: the daylight then (below 0.4: night)")
     last_refusal: str | None = Field(None, description="why a helper of the game API (go_to, shelter, ...) last "
                                                        "stopped short during the run, if one did")
     last_refusal_step: int | None = Field(None, description="the step at which last_refusal was said")
@@ -140,12 +142,18 @@ def _ended_text(report: dict) -> str:
     steps, ended = report.get("steps") or 0, _ended_of(report)
     return {
         "success": f"success at step {steps}",
-        "died": f"died at step {steps} ({report.get('death_cause') or 'cause not recorded'})",
+        "died": f"died at step {steps}{_night(report)} ({report.get('death_cause') or 'cause not recorded'})",
         "out_of_steps": f"out of steps after {steps} steps",
         "action_returned": f"the action returned after {steps} steps without success",
         "error": f"error ({report.get('failure_kind') or 'unknown'}) after {steps} steps",
         "precondition": "the precondition was false: nothing to act on",
     }.get(ended, f"{ended} after {steps} steps")
+
+
+def _night(report: dict) -> str:
+    """', at night' when the player died in the dark (zombies crowd the grass then), else ''."""
+    daylight = report.get("daylight_at_end")
+    return ", at night" if isinstance(daylight, (int, float)) and daylight < NIGHT_DAYLIGHT else ""
 
 
 def _ended_of(report: dict) -> str:
@@ -255,7 +263,8 @@ class _Progress:
             cause = self.hurts[-1][1] if self.hurts else "no health loss was seen"
             hurts = ", ".join(f"step {t} {c} -{n}" for t, c, n in self.hurts[-LAST_HURTS:])
             fields.update(death_cause=cause, death_detail=f"health lost in the last steps: {hurts or 'none seen'}; "
-                                                          f"at the end: {_bars_text(self.inventory)}")
+                                                          f"at the end: {_bars_text(self.inventory)}",
+                          daylight_at_end=round(float(self.observation().daylight), 2))
             self.trace.note(f"step {self.steps}: the player died ({cause}); {_bars_text(self.inventory)}")
         fields.update(trace=self.trace.render(), last_view=describe_view(self.observation()))
         return fields
@@ -508,7 +517,8 @@ def _seed_line(report: dict, prerequisites: Sequence[str] = (), reached: bool = 
     if missing and not report.get("task_success"):
         # not this action's code to repair, but a death there is what a stay_alive the model writes can change:
         # where it happened and the bars at death, as for a death inside the action
-        line += f" before your action started (earlier skills did not unlock {', '.join(missing)})"
+        later = f" and {len(missing) - 1} after it" if len(missing) > 1 else ""  # the line's room goes to the death
+        line += f" before your action started (earlier skills did not unlock {missing[0]}{later})"
         return line + _death_facts(report, where) if died else line
     if died and not reached:
         # the chain was still walking to the stations or keeping the player fed: not the action's code

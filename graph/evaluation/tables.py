@@ -46,7 +46,10 @@ OURS = "ours (Crafter)"
 #    not from the world seed (issue 26), so coded play takes other paths on the same worlds.
 # 9: the chain's stay_alive explores a step when a cow it knows of cannot be walked to now, instead of asking
 #    collect_food again at once (200 path searches in one step ran into the step's time limit).
-RULES_VERSION = 9
+# 10: a collect_ action mines its way through rock to a target it cannot walk to (game.go_to(..., dig=True)): a
+#     diamond or iron seen inside stone was out of the chain's reach; and the chain calls stay_alive again before
+#     it explores, since eating or drinking before a step may have taken the player into the night.
+RULES_VERSION = 10
 # The RL-GPT and iteration cells also depend on the graph's own handling of tool calls; this version is bumped
 # alone for a change that only they see. Their keys hold both versions (r{GRAPH_RULES_VERSION}.{RULES_VERSION}):
 # they play coded actions too.

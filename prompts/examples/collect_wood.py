@@ -6,7 +6,7 @@ def collect_wood(game):
     target = game.nearest("tree")
     if target is None:
         return  # nothing remembered: exploring first is another action's job
-    yield from game.go_to(target)
+    yield from game.go_to(target, dig=True)
     if not game.is_facing("tree"):
         return  # no known path next to it
     for _ in range(5):
