@@ -460,7 +460,8 @@ class GameAPI:
         return self._refusal
 
     def face(self, target: Pos) -> Iterator[str]:
-        """Turn toward an adjacent target. Moving into a non-walkable tile only turns the player."""
+        """Face an adjacent tile: yields the move toward it (which steps onto free grass, sand, path or lava),
+        or nothing when already facing it."""
         self._refusal = None
         px, py = self.pos
         delta = (target[0] - px, target[1] - py)
@@ -471,17 +472,18 @@ class GameAPI:
             yield MOVE_FOR_DIRECTION[delta]
 
     def go_to(self, target: Pos, max_steps: int = 200, dig: bool = False) -> Iterator[str]:
-        """Walk next to `target` and face it, re-planning each step as creatures move; stops early when no
-        known path exists. With `dig`, it mines through known stone, coal, iron or diamond (what the pickaxes
-        held can mine) where walking cannot get there.
+        """Walk next to `target` and face it, re-planning as creatures move; stops early when no known path
+        exists. With `dig`, it mines through known stone, coal, iron or diamond (what the pickaxes held can
+        mine) where it cannot walk; never out of a shelter (leave_shelter does that).
 
-        A dug route never crosses water, lava or unknown tiles; each mined tile costs two steps (mine, walk)."""
+        A dug route never crosses water, lava or unknown tiles; a mined tile costs two steps (mine, walk), three
+        where the tunnel turns."""
         self._refusal = None
         for _ in range(max_steps):
             if (yield from self.defend()):
                 continue
             path = self.path_to(target)
-            if path is None and dig:
+            if path is None and dig and not self.is_sheltered():  # a walled-in player stays in until it leaves
                 route = self._dig_route(target)
                 if route:
                     tile = route[0]
@@ -622,12 +624,11 @@ class GameAPI:
             self._refusal = f"shelter: the entrance at {_xy(entrance)} is still open after 6 tries (a creature in it?)"
 
     def leave_shelter(self, max_steps: int = 12) -> Iterator[str]:
-        """Mine a way out of a shelter and step out, through the entrance first, else any wall the pickaxes
-        held can mine. Returns when the player is out, or when no wall can be mined (a pocket sealed with a
-        table, without a pickaxe).
+        """Mine a way out of a shelter and step out: a wall with known walkable ground behind it first (the
+        entrance), else any wall the pickaxes held can mine. Returns when out, or when no wall can be mined (a
+        table seal and no pickaxe).
 
-        It tries a wall with known walkable ground behind it first, from either tile of the pocket; stone,
-        coal, iron and diamond turn to path when mined."""
+        It tries from either tile of the pocket; stone, coal, iron and diamond turn to path when mined."""
         self._refusal = None
         if not self.is_sheltered():
             self._refusal = "leave_shelter: the player is not walled in (nothing to do)"
@@ -644,7 +645,7 @@ class GameAPI:
             for d in [self.facing] + [d for d in MOVE_FOR_DIRECTION if d != self.facing]:
                 wall, beyond = (px + d[0], py + d[1]), (px + 2 * d[0], py + 2 * d[1])
                 material = self.material_at(wall)
-                if material in _MINED_TO_PATH and self.can_collect(material):
+                if material in self._minable():
                     exits.append((self.material_at(beyond) not in WALKABLE, d))
             if exits:
                 d = min(exits, key=lambda e: e[0])[1]
@@ -767,20 +768,25 @@ class GameAPI:
         return (f"shelter: could not get onto the pocket's tile {_xy(tile)} ({self.material_at(tile)} there; the "
                 f"player is at {_xy(self.pos)})")
 
-    def _dig_route(self, target: Pos, limit: int = 6000) -> list[Pos] | None:
+    def _minable(self) -> list[str]:
+        """The solid materials the pickaxes held can mine, which turn to path."""
+        return [m for m in _MINED_TO_PATH if self.can_collect(m)]
+
+    def _dig_route(self, target: Pos) -> list[Pos] | None:
         """The cheapest route to a tile next to `target` (its tiles in order, the player's own left out; [] when
         already there), over known walkable tiles (one step each) and known tiles the pickaxes held can mine
-        (two: mine, then step), not through creatures; None when there is none within `limit` tiles searched."""
+        (two: mine, then step), not through creatures; None when there is none. It only enters seen tiles, so
+        it searches at most the seen part of the 64x64 world."""
         goals = {_flat(n) for n in _neighbours(target) if _in_memory(n)}
         start = _flat(self.pos)
         if start in goals:
             return []
-        minable = {MATERIAL_IDS[m] for m in _MINED_TO_PATH if self.can_collect(m)}
+        minable = {MATERIAL_IDS[m] for m in self._minable()}
         walkable, tiles = self._walkable_tiles(), self._tiles
         blocked = {_flat(p) for p in self._creature_positions()}
         cost, frontier = {start: 0}, [(0, start)]
         came_from: dict[int, int] = {}
-        while frontier and len(cost) < limit:
+        while frontier:
             so_far, cur = heapq.heappop(frontier)
             if cur in goals:
                 route = []

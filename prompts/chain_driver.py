@@ -80,8 +80,7 @@ def play_chain(game: GameAPI, steps: Sequence[tuple[Action, str | None]], gather
                 # nothing to act on: the player explores, but first stay_alive again, since the eating or drinking
                 # it did before this step may have taken the player into the night
                 yield from stay_alive(game)
-                if game.step_count == before:
-                    yield from explore(game)
+                yield from explore(game)
             if goal is None:
                 break
         if needs is None and goal is not None and goal not in game.achievements:

@@ -378,6 +378,8 @@ def test_go_to_with_dig_mines_through_rock_it_cannot_walk_around():
     stuck = _game(WALLED_DIAMOND)  # no pickaxe: nothing can be mined, and it says so
     assert list(stuck.go_to((3, 0), dig=True)) == []
     assert stuck.last_refusal == "go_to: no path over known walkable or minable tiles to next to (3, 0) (diamond there)"
+    walled_in = _game(SEALED, wood_pickaxe=1)
+    assert walled_in._dig_route((4, 0)) and list(walled_in.go_to((4, 0), dig=True)) == []  # leave_shelter's job
 
 
 def test_a_dug_route_mines_only_what_the_pickaxes_held_can_and_never_crosses_lava_or_unknown_ground():
@@ -418,3 +420,34 @@ def test_the_chain_sees_to_the_night_again_before_it_explores():
     assert next(actions) == "sleep"  # the step found nothing: stay_alive again, not explore
     game._observe(_observation(field, step=2))  # day again, fed: nothing left to do but explore
     assert next(actions) == "move_left"
+
+
+def test_go_to_with_dig_tunnels_all_the_way_and_ends_facing_the_target():
+    """Played out on a drawn world that answers each action as Crafter would: walk onto grass or path, turn
+    toward stone, mine stone into path; the player ends next to the diamond, facing it."""
+    world = {(x, y): "G" if x <= 0 else "S" for x in range(-8, 14) for y in range(-7, 8)}
+    world[(5, 1)] = "D"
+    pos, facing = (0, 0), (0, 1)
+
+    def seen(step):
+        rows = ["".join(world.get((pos[0] + dx, pos[1] + dy), "S") for dx in range(-4, 5)) for dy in range(-3, 4)]
+        return _observation(rows, pos=pos, facing=facing, step=step, wood_pickaxe=1, stone_pickaxe=1,
+                            iron_pickaxe=1)
+
+    game = GameAPI()
+    game._reset(seen(0), helper_seed=0)
+    actions = []
+    for action in game.go_to((5, 1), dig=True):
+        actions.append(action)
+        ahead = (pos[0] + facing[0], pos[1] + facing[1])
+        if action.startswith("move_"):
+            facing = DIRECTIONS[action.removeprefix("move_")]
+            ahead = (pos[0] + facing[0], pos[1] + facing[1])
+            if world[ahead] in "GP":
+                pos = ahead
+        elif action == "do" and world[ahead] in "SD":
+            world[ahead] = "P"
+        game._observe(seen(len(actions)))
+        assert len(actions) < 40, actions
+    assert abs(pos[0] - 5) + abs(pos[1] - 1) == 1 and game.facing_pos == (5, 1) and world[(5, 1)] == "D"
+    assert actions.count("do") == 4 and game.last_refusal is None  # four stones mined on the way, none spare

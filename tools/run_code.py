@@ -29,7 +29,7 @@ from langchain_core.tools import StructuredTool
 from pydantic import BaseModel, Field, PrivateAttr
 
 from envs.crafter_env import CrafterEnv
-from envs.describe import damage_cause, describe_view
+from envs.describe import NIGHT_BELOW, damage_cause, describe_view
 from envs.observation import STATUS_KEYS
 from envs.saved_state import SavedState
 from envs.seeds import check_training_seed
@@ -56,7 +56,6 @@ GIF_MIN_WIDTH = 192
 Ended = Literal["success", "died", "out_of_steps", "action_returned", "error", "precondition"]
 LAST_HURTS = 6  # health losses listed in a death's detail
 MAX_REFUSAL_HELPERS = 6  # helpers listed with their refusals in a report
-NIGHT_DAYLIGHT = 0.4  # below it the game is dark (steps 160-260 of each 300-step day)
 MAX_FIRST_STEPS = 40  # functions whose first step a report keeps (what a judged action's start is read from)
 
 
@@ -153,7 +152,7 @@ def _ended_text(report: dict) -> str:
 def _night(report: dict) -> str:
     """', at night' when the player died in the dark (zombies crowd the grass then), else ''."""
     daylight = report.get("daylight_at_end")
-    return ", at night" if isinstance(daylight, (int, float)) and daylight < NIGHT_DAYLIGHT else ""
+    return ", at night" if isinstance(daylight, (int, float)) and daylight < NIGHT_BELOW else ""
 
 
 def _ended_of(report: dict) -> str:

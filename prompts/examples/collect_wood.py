@@ -8,7 +8,7 @@ def collect_wood(game):
         return  # nothing remembered: exploring first is another action's job
     yield from game.go_to(target, dig=True)
     if not game.is_facing("tree"):
-        return  # no known path next to it
+        return  # no known way next to it, walking or mining
     for _ in range(5):
         yield "do"
         if game.inventory["wood"] > start:
