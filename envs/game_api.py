@@ -483,7 +483,10 @@ class GameAPI:
             if (yield from self.defend()):
                 continue
             path = self.path_to(target)
-            if path is None and dig and not self.is_sheltered():  # a walled-in player stays in until it leaves
+            if path is None and dig and self.is_sheltered():  # a walled-in player stays in until it leaves
+                self._refusal = f"go_to: the player is walled in; leave_shelter first to go to {_xy(target)}"
+                return
+            if path is None and dig:
                 route = self._dig_route(target)
                 if route:
                     tile = route[0]
@@ -768,9 +771,9 @@ class GameAPI:
         return (f"shelter: could not get onto the pocket's tile {_xy(tile)} ({self.material_at(tile)} there; the "
                 f"player is at {_xy(self.pos)})")
 
-    def _minable(self) -> list[str]:
+    def _minable(self) -> frozenset[str]:
         """The solid materials the pickaxes held can mine, which turn to path."""
-        return [m for m in _MINED_TO_PATH if self.can_collect(m)]
+        return frozenset(m for m in _MINED_TO_PATH if self.can_collect(m))
 
     def _dig_route(self, target: Pos) -> list[Pos] | None:
         """The cheapest route to a tile next to `target` (its tiles in order, the player's own left out; [] when

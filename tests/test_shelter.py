@@ -380,6 +380,7 @@ def test_go_to_with_dig_mines_through_rock_it_cannot_walk_around():
     assert stuck.last_refusal == "go_to: no path over known walkable or minable tiles to next to (3, 0) (diamond there)"
     walled_in = _game(SEALED, wood_pickaxe=1)
     assert walled_in._dig_route((4, 0)) and list(walled_in.go_to((4, 0), dig=True)) == []  # leave_shelter's job
+    assert walled_in.last_refusal == "go_to: the player is walled in; leave_shelter first to go to (4, 0)"
 
 
 def test_a_dug_route_mines_only_what_the_pickaxes_held_can_and_never_crosses_lava_or_unknown_ground():
@@ -451,3 +452,19 @@ def test_go_to_with_dig_tunnels_all_the_way_and_ends_facing_the_target():
         assert len(actions) < 40, actions
     assert abs(pos[0] - 5) + abs(pos[1] - 1) == 1 and game.facing_pos == (5, 1) and world[(5, 1)] == "D"
     assert actions.count("do") == 4 and game.last_refusal is None  # four stones mined on the way, none spare
+
+
+def test_a_stay_alive_that_always_steps_does_not_stop_the_chain_exploring():
+    """A model's stay_alive may take a step at every call; the chain still explores when a step found
+    nothing to act on (it once explored only when that second stay_alive took no step)."""
+    sources = {"collect_diamond": "def collect_diamond(game):\n    return\n    yield\n",
+               "explore": "def explore(game):\n    yield 'move_left'\n",
+               "stay_alive": "def stay_alive(game):\n    yield 'noop'\n"}
+    main = {a.name: a for a in load_coded_actions(chain_source(sources, ["collect_diamond"], 100))}["main"]
+    field = ["G" * 9] * 7
+    game = _game(field)
+    play, actions = main.fn(game), []
+    for step in range(1, 31):
+        actions.append(next(play))
+        game._observe(_observation(field, step=step))  # each action is a step taken
+    assert actions[:3] == ["noop", "noop", "move_left"] and actions.count("move_left") == 10

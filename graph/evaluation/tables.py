@@ -49,7 +49,9 @@ OURS = "ours (Crafter)"
 # 10: a collect_ action mines its way through rock to a target it cannot walk to (game.go_to(..., dig=True)): a
 #     diamond or iron seen inside stone was out of the chain's reach; and the chain calls stay_alive again before
 #     it explores, since eating or drinking before a step may have taken the player into the night.
-RULES_VERSION = 10
+# 11: the chain explores after that second stay_alive whatever it did (a stay_alive that always takes a step
+#     stopped it exploring); go_to never digs out of a shelter (it says to leave_shelter first).
+RULES_VERSION = 11
 # The RL-GPT and iteration cells also depend on the graph's own handling of tool calls; this version is bumped
 # alone for a change that only they see. Their keys hold both versions (r{GRAPH_RULES_VERSION}.{RULES_VERSION}):
 # they play coded actions too.
