@@ -20,7 +20,7 @@ from nodes.skills.library import SkillLibrary
 
 CHAIN = ["collect_wood", "place_table", "make_wood_pickaxe", "collect_stone", "make_stone_pickaxe",
          "collect_coal", "collect_iron", "place_furnace", "make_iron_pickaxe", "collect_diamond"]
-MOVED = "collect_coal"  # the critic moves this one to RL, then fails the training
+MOVED = "collect_coal"  # the critic moves this one to RL, then fails the training: the best attempt is kept
 
 
 def written(name: str) -> str:
@@ -121,7 +121,8 @@ def test_a_model_like_answerer_takes_obtain_diamond_to_a_held_out_evaluation(tmp
     saved = [s for s in skills if s.get("path")]
     assert len(saved) >= 8, skills
     for skill in saved:
-        assert library.get(skill["name"]).sources == [written(skill["subtask"])], skill["subtask"]
+        if skill["subtask"] != MOVED or skill["kind"] == "code":
+            assert library.get(skill["name"]).sources == [written(skill["subtask"])], skill["subtask"]
     # no request was ever refused for size, and every answer was usable
     texts = [m["content"] for r in seen["requests"] for m in r["messages"]]
     assert not any("characters long" in t for t in texts)
@@ -131,4 +132,9 @@ def test_a_model_like_answerer_takes_obtain_diamond_to_a_held_out_evaluation(tmp
     moves = [m for m in report["moves"] if m["sub_action"] == MOVED]
     assert moves and moves[0]["to"] == "rl"
     assert (MOVED, True) in seen["critic"]
-    assert next(s for s in skills if s["subtask"] == MOVED)["kind"] == "code"
+    # the best of the two is kept: the code, or the policy when its 1,000 steps did at least as well (the code
+    # in its head mines its way to coal since coded rules 10, so a short training can match it)
+    rates = {kind: max((m["success_rate"] or 0.0 for m in report["measurements"]
+                        if m["subtask"] == MOVED and m["kind"] == kind), default=None) for kind in ("code", "rl")}
+    kept = next(s for s in skills if s["subtask"] == MOVED)["kind"]
+    assert kept == "code" or (rates["rl"] is not None and rates["rl"] >= (rates["code"] or 0.0)), (kept, rates)
