@@ -483,10 +483,10 @@ class GameAPI:
             if (yield from self.defend()):
                 continue
             path = self.path_to(target)
-            if path is None and dig and self.is_sheltered():  # a walled-in player stays in until it leaves
-                self._refusal = f"go_to: the player is walled in; leave_shelter first to go to {_xy(target)}"
-                return
             if path is None and dig:
+                if self.is_sheltered():  # a walled-in player stays in until it leaves
+                    self._refusal = f"go_to: the player is walled in; leave_shelter first to go to {_xy(target)}"
+                    return
                 route = self._dig_route(target)
                 if route:
                     tile = route[0]
@@ -644,11 +644,11 @@ class GameAPI:
                 self._refusal = "leave_shelter: needs a wood pickaxe to mine a wall of the pocket"
                 return
             px, py = self.pos
-            exits = []
+            exits, minable = [], self._minable()
             for d in [self.facing] + [d for d in MOVE_FOR_DIRECTION if d != self.facing]:
                 wall, beyond = (px + d[0], py + d[1]), (px + 2 * d[0], py + 2 * d[1])
                 material = self.material_at(wall)
-                if material in self._minable():
+                if material in minable:
                     exits.append((self.material_at(beyond) not in WALKABLE, d))
             if exits:
                 d = min(exits, key=lambda e: e[0])[1]
