@@ -79,7 +79,8 @@ _SPECS: dict[str, tuple[str, int, tuple[str, ...]]] = {
     "collect_drink": ("drink water", 500, ()),
     "collect_sapling": ("collect a sapling from grass", 500, ()),
     "place_plant": ("plant a sapling on grass", 1000, ("collect_sapling",)),
-    "eat_plant": ("eat a ripe plant that you planted", 5000, ("collect_sapling", "place_plant")),
+    # the stone seals the plant in while it ripens (nodes.recipes.requirements): not the game's recipe
+    "eat_plant": ("eat a ripe plant that you planted", 5000, _STONE + ("collect_sapling", "place_plant")),
     "eat_cow": ("hit a cow until you eat it", 1000, ()),
     "defeat_zombie": ("defeat a zombie", 3000, ()),
     "defeat_skeleton": ("defeat a skeleton in a cave", 5000, ()),

@@ -24,6 +24,7 @@ from typing import Any, Literal, cast
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from envs.tasks import TASKS
 from nodes.attempt.outcome import skill_from_attempt
 from nodes.attempt.results import (
     CHAIN_STARTS,
@@ -79,8 +80,9 @@ def _failed_result(judged: SubActionEntry, why: str) -> MeasuredResult:
             "rate_source": "none", "errors": [why]}
 
 
-def verdict_rules(settings: RunSettings, inner: int, outer: int, kind: str) -> str:
-    """What the graph does with each verdict at this point of the loops, in plain words for the prompt."""
+def verdict_rules(settings: RunSettings, inner: int, outer: int, kind: str, score_plan: bool = False) -> str:
+    """What the graph does with each verdict at this point of the loops, in plain words for the prompt
+    (`score_plan`: a plan over many achievements, where a failed subtask never stops the run)."""
     outer_left = outer + 1 < settings.max_outer_iters
     trains_again = kind == "rl" and inner < settings.max_inner_iters
     # the threshold judges the kept attempt's own rate: for code tests that replay earlier skills, over the runs
@@ -105,10 +107,15 @@ def verdict_rules(settings: RunSettings, inner: int, outer: int, kind: str) -> s
     rules.append("move: " + ("the slow agent moves the sub-action to the kind you name." if outer_left
                              else "no outer iteration is left: as fail."))
     ranking = "the highest success_rate, then success_given_start" if kind == "code" else "the highest success_rate"
+    # a score plan never re-plans for a failure (nodes.planner._go_on_without): a critic told otherwise chose
+    # 'fail' to have a subtask moved to the plan's end
+    below = ("below it the attempt still plays in this run's chain when it ever succeeded (it is only not saved "
+             "for other runs); one that never succeeded is dropped with the subtasks that need it"
+             if score_plan else "below it the planner re-plans")
     rules.append(f"fail: the best attempt so far ({ranking}; the later on a tie) is kept, its code whole as it was "
                  "tested (helpers included), and the run goes on to "
-                 f"the next subtask when {judged} reaches the skill threshold {settings.skill_threshold:.0%}; below "
-                 "it the planner re-plans.")
+                 f"the next subtask when {judged} reaches the skill threshold {settings.skill_threshold:.0%}; "
+                 f"{below}.")
     return "\n".join(f"- {r}" for r in rules)
 
 
@@ -166,7 +173,8 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
         else training_pass_rule_text(settings.target_success, result.get("rate_source") == CHAIN_STARTS),
         "meets_target": meets_target(result, settings.target_success), "judged_count": count,
         "same_seeds": _rates_on_the_same_seeds(current.get("results", []), result),
-        "verdict_rules": verdict_rules(settings, inner, outer, judged["kind"]),
+        "verdict_rules": verdict_rules(settings, inner, outer, judged["kind"],
+                                       state.get("task") in TASKS and TASKS[state["task"]].is_score),
     }
     try:
         critique: Critique = model.structured("critic", messages_for("critic", context), Critique, context)

@@ -94,7 +94,7 @@ from prompts.templates import messages_for
 from sandbox.lint import MAX_SOURCE_CHARS
 
 MAX_TOOL_ROUNDS = 6  # non-measuring tool rounds (configure_rl, plugin tools) per attempt
-REPORT_CHARS = 2400   # the test report the fast agent and the critic read (the largest call stays in 8,000 tokens)
+REPORT_CHARS = 2350   # the test report the fast agent and the critic read (the largest call stays in 8,000 tokens)
 TESTED_REPORT_CHARS = 700  # a head entry's test report, shown with the training's configuration
 HEAD_BUILTINS = ("explore",)  # the built-in a policy may always call (listed in the library as built-in)
 GRAPH_PPO_WORKERS = 2  # worker processes of a graph training ('actors'): fixed, so runs replay on any machine

@@ -54,6 +54,7 @@ def requirements(achievement: str) -> dict[str, list[str]]:
         stations = list(MAKE[item].get("nearby", []))
     elif achievement == "eat_plant":
         stations = ["plant"]  # eating needs a sapling planted earlier
+        materials = ["stone"]  # not the game's recipe: the stone that seals the plant in while it ripens
     return {"tools": tools, "materials": materials, "stations": stations}
 
 
@@ -99,18 +100,36 @@ def template_for(achievement: str) -> dict[str, str] | None:
         return {"kind": "place", "item": item}
     if kind == "make" and item in MAKE:
         return {"kind": "make", "item": item}
+    if kind == "defeat":  # a creature: walk next to one in sight and hit it
+        return {"kind": "defeat", "target": item}
+    if achievement == "eat_plant":  # plant a sapling sealed in by stone, wait near it, eat it ripe
+        return {"kind": "plant"}
     return None
+
+
+# Played after every other coded achievement of a score plan, in this order: a zombie comes to the player at
+# night; a plant ripens where it is sealed in (about 300 steps of waiting near it); a skeleton must be sought
+# in the tunnels, the longest search. Measured on 30 training seeds, the wait placed before the tunnels' hunt
+# gave a Crafter score of 58.4 against 53.8 without it; placed after the stone sword, 40.4 (the chain lost
+# its iron and diamonds to the wait).
+LAST_CODED = ("defeat_zombie", "eat_plant", "defeat_skeleton")
 
 
 def score_order() -> list[str]:
     """Every achievement once, for the Crafter-score task: what a few-shot example covers first (code
-    is cheap and sure), shallow before deep (an episode that dies early keeps what it unlocked), then
-    what must be learned (combat, sleep, hunting, a ripe plant); each after its prerequisites."""
+    is cheap and sure), shallow before deep (an episode that dies early keeps what it unlocked), then the
+    long coded ones (LAST_CODED: they want the swords and stone, and one that fails costs the chain its time),
+    then what must be learned (sleep, eating); each after its prerequisites."""
     from envs.tasks import TASKS
 
     depth = {a: len(backward_chain(a)) for a in ACHIEVEMENTS}
-    goals = sorted(ACHIEVEMENTS, key=lambda a: (template_for(a) is None, depth[a], TASKS[a].max_steps,
-                                                ACHIEVEMENTS.index(a)))
+
+    def stage(a: str) -> tuple[int, int]:
+        if template_for(a) is None:
+            return (2, 0)
+        return (1, LAST_CODED.index(a)) if a in LAST_CODED else (0, 0)
+
+    goals = sorted(ACHIEVEMENTS, key=lambda a: (stage(a), depth[a], TASKS[a].max_steps, ACHIEVEMENTS.index(a)))
     order: list[str] = []
     for goal in goals:
         order += [a for a in backward_chain(goal) if a not in order]
@@ -131,6 +150,9 @@ def recipe_facts(achievement: str) -> dict:
     elif kind == "make" and item in MAKE:
         facts["uses"] = MAKE[item].get("uses", {})
         facts["nearby"] = MAKE[item].get("nearby", [])
+    elif achievement == "eat_plant":
+        facts["why_stone"] = ("a zombie, skeleton or cow beside a plant destroys it: a stone seals it in while it "
+                              "ripens (about 300 steps, growing only while the player is near)")
     return facts
 
 

@@ -114,7 +114,8 @@ def _kept_status(skill: Skill, target: float) -> str:
     if met:
         return "passed"
     rate = f"{judged:.0%} from its start" if given is not None and given != skill.success_rate else f"{judged:.0%}"
-    return f"kept at {rate}, below the {'target' if skill.passing else 'skill threshold'}"
+    # below the threshold the skill still plays in this run's chain; it is only not saved for other runs
+    return f"kept at {rate}, below the {'target' if skill.passing else 'skill threshold (played here, not saved)'}"
 
 
 def _subtask_status(state: Mapping[str, Any], skills: Mapping[str, Skill], index: int, name: str,

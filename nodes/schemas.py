@@ -94,7 +94,8 @@ class SubAction(BaseModel):
     kind: Kind = Field(description="'code' (a program over the game API) or 'rl' (learned with PPO)")
     reason: Prose300 = Field(description="why code or RL for this sub-action")
     template: TemplateKind = Field(
-        "custom", description="which few-shot example the code starts from: collect, place, make, explore")
+        "custom",
+        description="which few-shot example the code starts from: collect, place, make, explore, defeat, plant")
     target: str | None = Field(
         None, max_length=48, description="material or item the template is filled with, e.g. 'tree', 'table'")
     item: str | None = Field(None, max_length=48, description="inventory item it yields, e.g. 'wood'")

@@ -91,10 +91,11 @@ def member_lines() -> dict[str, str]:
 
 def _decorator_line() -> str:
     params = ", ".join(f"{p.name}={p.default!r}" for p in inspect.signature(coded_action).parameters.values())
-    return (f"@coded_action({params}): {first_paragraph(coded_action.__doc__)} `precondition` is a function "
-            "game -> bool checked before each call: when false the call does nothing and an RL policy cannot "
-            "choose the action at that step. `max_steps` ends a call made on its own (an RL policy's choice, a test "
-            "of the action alone); a `yield from name(game)` runs to its end.")
+    # a model reading 'checked before each call' took a false precondition for a no-op inside its chain
+    return (f"@coded_action({params}): {first_paragraph(coded_action.__doc__)} Both hold for a call made on its "
+            "own (an RL policy's choice, a test of the action alone): a false `precondition` (game -> bool) makes "
+            "it do nothing, and a policy cannot choose it then; `max_steps` ends it. A `yield from name(game)` "
+            "checks neither: it runs the function to its end.")
 
 
 @cache

@@ -18,7 +18,7 @@ from typing_extensions import NotRequired, TypedDict  # pydantic (LangGraph's sc
 
 Kind = Literal["code", "rl"]
 Verdict = Literal["pass", "revise", "move", "fail"]
-TemplateKind = Literal["collect", "place", "make", "explore", "custom"]
+TemplateKind = Literal["collect", "place", "make", "explore", "defeat", "plant", "custom"]
 
 
 # -- the answers, as plain data (nodes.schemas dumps) --------------------------------------------------

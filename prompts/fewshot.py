@@ -21,6 +21,8 @@ _TEMPLATES = {
     "place": ("place_table", {"item": "table"}),
     "make": ("make_wood_pickaxe", {"item": "wood_pickaxe"}),
     "explore": ("explore", {}),
+    "defeat": ("defeat_zombie", {"target": "zombie"}),
+    "plant": ("eat_plant", {}),
 }
 KINDS = tuple(_TEMPLATES)
 
@@ -85,6 +87,10 @@ def action_name(kind: str, **params: str) -> str:
         return f"make_{params['item']}"
     if kind == "explore":
         return "explore"
+    if kind == "defeat":
+        return f"defeat_{params['target']}"
+    if kind == "plant":
+        return "eat_plant"
     raise ValueError(f"unknown example kind '{kind}'; kinds: {', '.join(KINDS)}")
 
 
@@ -93,7 +99,8 @@ def fill(kind: str, **params: str) -> str:
 
     collect(material, item): walk to the nearest `material` and hit it until `item` increases.
     place(item): place `item` on an open tile. make(item): make `item` next to its stations.
-    explore(): walk toward unknown ground.
+    explore(): walk toward unknown ground. defeat(target): walk next to a creature in sight and hit it.
+    plant(): plant a sapling sealed in by stone, wait near it until it ripens, eat it.
     """
     if kind not in _TEMPLATES:
         raise ValueError(f"unknown example kind '{kind}'; kinds: {', '.join(KINDS)}")

@@ -93,6 +93,33 @@ def test_slow_learns_what_no_template_covers():
     assert [a.kind for a in d.sub_actions] == ["code", "rl"]
 
 
+def test_a_fight_is_coded_from_the_defeat_example_and_wins_it_in_play():
+    """defeat_<creature> has a few-shot example: the expert codes the fight (it learned it before), the score
+    plan puts the fights after the rest of the coded achievements (they want the swords; the ripe plant's wait
+    goes between them) and before what is learned, and the filled code, played by the chain, kills a zombie on
+    unseen training worlds."""
+    from envs.seeds import train_seeds
+    from nodes.recipes import LAST_CODED, score_order, template_for
+    from prompts.fewshot import chain_source, fill
+    from tools.run_code import run_code
+
+    template = template_for("defeat_skeleton")
+    assert template == {"kind": "defeat", "target": "skeleton"}
+    d = _decompose(ExpertModel(), "defeat_skeleton", template)
+    assert [(a.name, a.kind, a.template, a.target) for a in d.sub_actions] == [
+        ("defeat_skeleton", "code", "defeat", "skeleton")]
+    order = score_order()
+    coded = [a for a in order if template_for(a) is not None and a not in LAST_CODED]
+    learned = [a for a in order if template_for(a) is None]
+    assert LAST_CODED == ("defeat_zombie", "eat_plant", "defeat_skeleton")
+    assert order == coded + list(LAST_CODED) + learned
+    source = fill("defeat", target="zombie")
+    assert '"skeleton"' not in source and fill("defeat", target="skeleton").count('"skeleton"') == 3
+    program = chain_source({"defeat_zombie": source, "explore": fill("explore")}, ["defeat_zombie"], 1000)
+    reports = [run_code(program, task="defeat_zombie", seed=s, max_steps=1000) for s in train_seeds(3, offset=8400)]
+    assert [(r.ended, r.task_success) for r in reports] == [("success", True)] * 3, [r.error for r in reports]
+
+
 def _code_result(ok, n=8, outcomes=None, errors=()):
     return {"kind": "code", "episodes": n, "successes": ok, "success_rate": ok / n,
             "outcomes": outcomes or {"ok": ok, "no_action": n - ok}, "errors": list(errors)}

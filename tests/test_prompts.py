@@ -412,3 +412,16 @@ def test_the_last_rounds_cost_is_this_sub_actions_latest_code_test():
                          result(100, subtask="collect_iron")]}
     assert _last_round_steps(state, "collect_diamond", "mine") == 2500
     assert _last_round_steps(state, "collect_diamond", "absent") is None
+
+
+def test_the_critic_hears_what_fail_does_in_a_score_plan():
+    """A score plan never re-plans for a failed subtask (it keeps one that ever succeeded in its chain, else
+    drops it): an answerer told 'below it the planner re-plans' chose fail to have a subtask moved."""
+    from nodes.critic import verdict_rules
+    from nodes.settings import RunSettings
+
+    settings = RunSettings(task="crafter_score")
+    chain = verdict_rules(settings, 0, 0, "code")
+    score = verdict_rules(settings, 0, 0, "code", score_plan=True)
+    assert "below it the planner re-plans" in chain and "re-plans" not in score
+    assert "still plays in this run's chain when it ever succeeded" in score

@@ -325,10 +325,10 @@ def test_a_death_before_the_judged_action_took_a_step_is_not_counted_against_it(
     assert "2 of 3 runs reached your action; 1 of those 2 succeeded" in text
     lines = {line.split(":")[0]: line for line in text.splitlines() if line.startswith("seed ")}
     # a death before the action says where and with what, as one inside it does: a stay_alive can change it
-    assert lines["seed 1"].startswith("seed 1: died at step 201 (zombie) before your action started; "
-                                      "in main > go_near; at death: health 0")
+    assert lines["seed 1"].startswith("seed 1: died at step 201 (zombie) before your action; "
+                                      "in go_near; at death: food 0")
     assert lines["seed 1"].endswith("; held wood 2")
-    assert "; in main > make_pickaxe > go_to; at death: health 0" in lines["seed 2"]
+    assert "; in make_pickaxe > go_to; at death: food 0" in lines["seed 2"]
     assert "--- detail of seed 2 " in text  # the run that reached the action is the one shown in full
 
 
@@ -401,13 +401,19 @@ def test_every_failing_seed_keeps_its_line_and_the_successes_share_one():
     early = {**report(9, False), "achievements_unlocked": ["collect_wood"]}  # died before the action started
     line = next(x for x in summarise_reports_for_agent(rows + [early], prerequisites=prefix).splitlines()
                 if x.startswith("seed 9:"))
-    start = ("seed 9: died at step 309 (zombie) before your action started (earlier skills did not unlock "
-             "place_table and 1 after it)")  # the first in play order: the line's room goes to the death
+    start = "seed 9: died at step 309 (zombie) before your action (place_table next)"  # the first in play order
     # then where it died and with what, as far as its share goes: cut after a whole item, never inside a name
     assert line.startswith(start) and (line[len(start):] == " ..." or line[len(start):].startswith("; at death"))
     wide = next(x for x in summarise_reports_for_agent(rows + [early], max_chars=8000, prerequisites=prefix)
                 .splitlines() if x.startswith("seed 9:"))
-    assert wide == start + "; at death: health 0, food 0, drink 0, energy 0; held stone 9, wood 3"
+    assert wide == start + "; at death: food 0, drink 0, energy 0; held stone 9, wood 3"  # health is 0 at a death
+    inside = {**early, "running_at_end": "main > place_table > stay_alive"}  # the skill it died in names itself
+    assert ("seed 9: died at step 309 (zombie) before your action; in place_table > stay_alive; at death"
+            in summarise_reports_for_agent(rows + [inside], max_chars=8000, prerequisites=prefix))
+    # a long chain of earlier skills is named by its ends: the room goes to the seeds
+    chain = [f"skill_{i}" for i in range(9)]
+    assert ("earlier skills played first (9 skills, skill_0 to skill_8): 0 of 8 runs reached your action"
+            in summarise_reports_for_agent(rows, prerequisites=chain))
     dark = {**early, "daylight_at_end": 0.12}  # the report says the daylight at death: night is named
     assert "\nseed 9: died at step 309, at night (zombie) before" in summarise_reports_for_agent(rows + [dark],
                                                                                                 prerequisites=prefix)
@@ -448,3 +454,54 @@ def test_a_step_that_runs_out_of_time_calling_a_refusing_helper_says_so():
     assert report.ended == "error" and "CodeTimeout" in report.error, report.error
     assert "stopped short" in report.error and "needs a wood pickaxe" in report.error
     assert "in main" in report.error  # the line the timer stopped: the loop or the call in it
+
+
+def test_no_detail_ends_inside_a_line_whatever_the_budget():
+    """A second failure's detail was cut at the report's limit mid-word ('step 274: the player d'): every trace
+    line shown is whole, whatever room is left, and the detail of a later failure comes only when it fits."""
+    def report(seed: int) -> dict:
+        trace = [f"step {i}: move_left (in main > collect_iron > stay_alive > go_to) -> moved" for i in range(40)]
+        trace.append(f"step 40: the player died (zombie); health 0, food {seed}, drink 3, energy 5")
+        return {"seed": seed, "ended": "died", "task_success": False, "steps": 40, "death_cause": "zombie",
+                "death_detail": "health lost in the last steps: step 30 zombie -2, step 35 zombie -2",
+                "achievements_unlocked": [], "inventory_after": {"health": 0, "stone": 3},
+                "running_at_end": "main > collect_iron > stay_alive", "trace": "\n".join(trace),
+                "last_view": "@ you, on grass\n" + "\n".join(["........."] * 7)}
+
+    rows = [report(seed) for seed in range(5)]
+    whole = {line for row in rows for line in row["trace"].splitlines()}
+    for max_chars in range(1200, 3001, 75):
+        text = summarise_reports_for_agent(rows, max_chars=max_chars)
+        assert len(text) <= max_chars
+        shown = [line for line in text.splitlines() if line.startswith("step ")]
+        assert shown and all(line in whole for line in shown), (max_chars, shown)
+        assert text.count("--- detail of seed") >= 1
+
+
+def test_a_timeout_with_no_line_says_where_its_last_step_came_from():
+    """A sandbox that stopped answering names no line of code; the functions of its last step are the lead."""
+    report = {"seed": 5, "ended": "error", "failure_kind": "timeout", "task_success": False, "steps": 120,
+              "error": "no answer within 2.5 s: an endless loop, or code that does not yield",
+              "running_at_end": "main > make_iron_pickaxe > stay_alive", "achievements_unlocked": [],
+              "inventory_after": {"health": 7}, "trace": "step 120: noop"}
+    line = next(x for x in summarise_reports_for_agent([report]).splitlines() if x.startswith("seed 5:"))
+    assert "; its last step was in make_iron_pickaxe > stay_alive" in line
+    runtime = {**report, "failure_kind": "runtime", "error": "line 3 in helper: ValueError: x"}
+    assert "its last step" not in summarise_reports_for_agent([runtime])  # the error names its own line
+
+
+def test_a_run_stopped_before_the_action_says_where_and_a_long_error_keeps_its_start():
+    """An out-of-steps run in an earlier skill names the functions it was in (a death names them with its bars);
+    a detail whose one-line error is longer than its room shows the error's start, cut between words."""
+    stuck = {"seed": 2, "ended": "out_of_steps", "task_success": False, "steps": 1000, "achievements_unlocked": [],
+             "running_at_end": "main > collect_stone > go_to", "inventory_after": {"health": 5}, "trace": ""}
+    line = next(x for x in summarise_reports_for_agent([stuck], prerequisites=["collect_wood", "collect_stone"])
+                .splitlines() if x.startswith("seed 2:"))
+    assert line == ("seed 2: out of steps after 1000 steps before your action (collect_wood next); "
+                    "in collect_stone > go_to")
+    error = "line 9 in helper: ValueError: " + "a long message about the failure " * 20
+    broken = {"seed": 1, "ended": "error", "failure_kind": "runtime", "task_success": False, "steps": 3,
+              "error": error.strip(), "achievements_unlocked": [], "inventory_after": {}, "trace": "step 1: noop"}
+    text = summarise_reports_for_agent([broken], max_chars=700)
+    detail = text.split("--- detail of seed 1", 1)[1]
+    assert "\nerror: line 9 in helper: ValueError: a long message" in detail and detail.endswith(" ...")

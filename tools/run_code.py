@@ -175,8 +175,8 @@ def _inventory_changes(before: dict[str, int], after: dict[str, int]) -> str:
     return ", ".join(parts)
 
 
-def _bars_text(inventory: dict[str, int]) -> str:
-    return ", ".join(f"{bar} {inventory.get(bar, 0)}" for bar in STATUS_KEYS)
+def _bars_text(inventory: dict[str, int], health: bool = True) -> str:
+    return ", ".join(f"{bar} {inventory.get(bar, 0)}" for bar in STATUS_KEYS if health or bar != "health")
 
 
 class _Progress:
@@ -428,6 +428,8 @@ ERROR_FIRST_LINE_CHARS = 160
 REFUSAL_CHARS = 260  # a helper's refusal whole: its end says what it needs (the game API's are shorter)
 MAX_DETAILS = 3  # failing seeds shown in detail, while the budget lasts
 MIN_DETAIL_CHARS = 500
+MIN_LATER_DETAIL_CHARS = 250  # a second failure's death and last health losses say more than its absence
+MIN_CUT_LINE_CHARS = 40  # a detail's last line is cut to fit when at least this much of it can show
 DEATH_REFUSAL_WINDOW = 100  # steps before a death within which a helper's refusal is told on its line
 DEATH_REFUSAL_CHARS = 140
 MIN_SEED_LINE_CHARS = 90  # a failing seed's line is cut to no less: its seed, ending and cause
@@ -462,17 +464,20 @@ def summarise_reports_for_agent(reports: list[CodeRunReport | dict], max_chars: 
     started = [r for r in rows if reached[id(r)]]
     if needed or len(started) < len(rows):  # the figures the critic judges on: the rate over the runs that reached it
         won = sum(bool(r.get("task_success")) for r in started)
-        before = (f"earlier skills played first ({', '.join(dict.fromkeys(prerequisites))})" if needed
+        before = (f"earlier skills played first ({_skills_text(prerequisites)})" if needed
                   else "the chain ran before your action")
-        aside = " ('gained' below leaves their achievements out)" if needed else ""
+        # said only where a seed line has a 'gained' part: a run that reached the action and failed
+        aside = (" ('gained' below leaves their achievements out)"
+                 if needed and any(not r.get("task_success") for r in started) else "")
         lines.append(f"{before}: {len(started)} of {len(rows)} runs reached your action; {won} of those "
                      f"{len(started)} succeeded{aside}")
         early_deaths = sum(1 for r in rows if not reached[id(r)] and _ended_of(r) == "died")
         if early_deaths:  # the one lever the fast agent has over the chain before its action
             lines.append(f"{early_deaths} died before it: a `stay_alive` you write replaces the chain's, here too")
     # every failing seed keeps its line (cut to a fair share when they do not all fit), the successes share one:
-    # the seed lines take at most half, the detail is what a repair needs
-    budget = max_chars // 2
+    # the seed lines take at most three fifths: a line cut short loses where the player died and with what
+    # (answerers asked for those first), the rest goes to the detail a repair reads
+    budget = max_chars * 3 // 5
     successes = [r for r in rows if r.get("task_success")]
     success_line = (f"success on {len(successes)} seeds: " + ", ".join(
         f"{r.get('seed')} at step {r.get('steps') or 0}" for r in successes)) if successes else ""
@@ -494,9 +499,12 @@ def summarise_reports_for_agent(reports: list[CodeRunReport | dict], max_chars: 
     # the most informative failure in full; more of them while a fair share of the budget is left
     out, room = head, max_chars - len(head) - 1
     for k, report in enumerate(ranked[:MAX_DETAILS]):
-        # the first gets most of it: one failure seen whole (its trace's end and view) helps more than two cut
-        share = room if k == len(ranked[:MAX_DETAILS]) - 1 else max(room * 2 // 3, MIN_DETAIL_CHARS)
-        if share < MIN_DETAIL_CHARS and k:
+        # the first gets most of it: one failure seen whole (its trace's end and view) helps more than two cut.
+        # A later one comes only while its share fits what is left: the final cut would end it mid-word.
+        share = room if k == len(ranked[:MAX_DETAILS]) - 1 else room * 2 // 3
+        if k == 0:
+            share = min(room, max(share, MIN_DETAIL_CHARS))
+        elif share < MIN_LATER_DETAIL_CHARS:
             break
         detail = _detail(report, share)
         out += "\n" + detail
@@ -512,16 +520,20 @@ def _seed_line(report: dict, prerequisites: Sequence[str] = (), reached: bool = 
     unlocked = set(report.get("achievements_unlocked") or ())
     missing = [a for a in dict.fromkeys(prerequisites) if a not in unlocked]
     died = _ended_of(report) == "died"
+    # a chain's outermost function is its main: the line's room goes to what ran inside it
     where = clean_text(report.get("running_at_end") or "", ERROR_FIRST_LINE_CHARS, mark=False)
+    where = "" if where == "main" else where.removeprefix("main > ")
     if missing and not report.get("task_success"):
         # not this action's code to repair, but a death there is what a stay_alive the model writes can change:
-        # where it happened and the bars at death, as for a death inside the action
-        later = f" and {len(missing) - 1} after it" if len(missing) > 1 else ""  # the line's room goes to the death
-        line += f" before your action started (earlier skills did not unlock {missing[0]}{later})"
-        return line + _death_facts(report, where) if died else line
+        # where it happened and the bars at death, as for a death inside the action. The skill it ended in is
+        # named by `where`; only an end between skills (or no record of where) names the skill to come.
+        line += " before your action"
+        if missing[0] not in where.split(" > "):
+            line += f" ({missing[0]} next)"
+        return line + (_death_facts(report, where) if died else f"; in {where}" if where else "")
     if died and not reached:
         # the chain was still walking to the stations or keeping the player fed: not the action's code
-        return line + " before your action started" + _death_facts(report, where)
+        return line + " before your action" + _death_facts(report, where)
     if died:
         line += _death_facts(report, where)
     if report.get("last_refusal") and _ended_of(report) in ("action_returned", "out_of_steps"):
@@ -532,17 +544,26 @@ def _seed_line(report: dict, prerequisites: Sequence[str] = (), reached: bool = 
         # a heading line ('...rejected before running:') says nothing without the line it introduces
         first = f"{rows[0]} {rows[1].strip()}" if rows[0].endswith(":") and len(rows) > 1 else rows[0]
         line += f"; {first[:ERROR_FIRST_LINE_CHARS]}{'...' if len(first) > ERROR_FIRST_LINE_CHARS else ''}"
+        if report.get("failure_kind") == "timeout" and where:
+            # a process that stopped answering names no line: where its last step came from is the lead
+            line += f"; its last step was in {where}"
     gained = [a for a in _gained(report) if a not in prerequisites]  # the earlier skills' are said once above
     return line + f"; gained {', '.join(gained) if gained else 'nothing'}"
 
 
+def _skills_text(skills: Sequence[str]) -> str:
+    """The earlier skills in play order; a long chain by its ends and count, the room goes to the seeds."""
+    names = list(dict.fromkeys(skills))
+    return ", ".join(names) if len(names) <= 4 else f"{len(names)} skills, {names[0]} to {names[-1]}"
+
+
 def _death_facts(report: dict, where: str) -> str:
-    """'; in main > go_to; at death: health 0, food 4, ...; step 388 go_to: no path ...; held stone 3, ...':
+    """'; in go_to; at death: food 4, drink 2, energy 6; step 388 go_to: no path ...; held stone 3, ...':
     what the player was running and holding when it died, and a helper's refusal shortly before (why no water
     was drunk, no shelter built). The held items last: a line cut for room loses them first."""
     held = ", ".join(f"{k} {v}" for k, v in sorted((report.get("inventory_after") or {}).items())
                      if v and k not in ("health", "food", "drink", "energy"))
-    bars = _bars_text(report.get("inventory_after") or {})
+    bars = _bars_text(report.get("inventory_after") or {}, health=False)  # health is 0 at a death
     said, at = report.get("last_refusal"), report.get("last_refusal_step")
     recent = (f"; step {at} {clean_text(said, DEATH_REFUSAL_CHARS, mark=False)}"
               if said and isinstance(at, int) and int(report.get("steps") or 0) - at <= DEATH_REFUSAL_WINDOW else "")
@@ -598,7 +619,15 @@ def _detail(report: dict, budget: int) -> str:
         parts.append("trace (end):\n" + cut + "\n".join(tail))
     if view:
         parts.append(view)
-    return "\n".join(parts)[:max(0, budget)]
+    text = "\n".join(parts)
+    if len(text) <= budget:
+        return text
+    # the lines that fit whole, and the next one cut between items or words (a long error keeps its start):
+    # a line cut mid-word ('the player d') reads as a broken report
+    kept = text[:max(0, budget)].rpartition("\n")[0]
+    room = budget - len(kept) - (1 if kept else 0)
+    following = text[len(kept) + (1 if kept else 0):].split("\n", 1)[0]
+    return kept + ("\n" if kept else "") + _cut(following, room) if room >= MIN_CUT_LINE_CHARS else kept
 
 
 def _whole_lines(text: str, room: int) -> str:

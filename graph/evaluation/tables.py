@@ -51,7 +51,10 @@ OURS = "ours (Crafter)"
 #     it explores, since eating or drinking before a step may have taken the player into the night.
 # 11: the chain explores after that second stay_alive whatever it did (a stay_alive that always takes a step
 #     stopped it exploring); go_to never digs out of a shelter (it says to leave_shelter first).
-RULES_VERSION = 11
+# 12: the fights and the ripe plant have few-shot examples (prompts/examples/defeat_zombie.py, eat_plant.py): the
+#     score plan codes defeat_zombie, eat_plant and defeat_skeleton (the expert learned them before) and plays them
+#     after the rest of its coded achievements; the built-in stay_alive does not shelter when food or drink < 2.
+RULES_VERSION = 12
 # The RL-GPT and iteration cells also depend on the graph's own handling of tool calls; this version is bumped
 # alone for a change that only they see. Their keys hold both versions (r{GRAPH_RULES_VERSION}.{RULES_VERSION}):
 # they play coded actions too.

@@ -172,8 +172,7 @@ def pass_rule_text(n: int, target: float, whole_chain: bool = False) -> str:
             "rounds)")
     if whole_chain:
         text += (f". The plan's last subtask: held-out play is this chain, so until {k} of all {n} runs succeed "
-                 "the round comes back to you while revisions last, whatever ended the others before your action "
-                 "(a stay_alive you write replaces the chain's)")
+                 "the round comes back to you while revisions last, whatever ended the others before your action")
     return text
 
 

@@ -46,8 +46,10 @@ def write_source(sub_action: Mapping[str, Any]) -> str:
         return fill("collect", material=sub_action["target"], item=sub_action["item"])
     if kind in ("place", "make"):
         return fill(kind, item=sub_action["item"])
-    if kind == "explore":
-        return fill("explore")
+    if kind in ("explore", "plant"):
+        return fill(kind)
+    if kind == "defeat":
+        return fill("defeat", target=sub_action["target"])
     raise ExpertError(f"the expert writes code only from the few-shot templates; sub-action "
                       f"'{sub_action.get('name')}' has template {kind!r}")
 
@@ -134,7 +136,7 @@ class ExpertModel:
         if score:
             return Plan(subtasks=subtasks, reason=(
                 "every achievement once, each after its prerequisites: what a few-shot example covers first, "
-                "shallow before deep, then combat, sleep, hunting and the ripe plant, which must be learned"))
+                "shallow before deep, the fights and the ripe plant last of them, then what must be learned"))
         return Plan(subtasks=subtasks,
                     reason="backward chaining over Crafter's recipes (tools, materials, stations), prerequisites first")
 
@@ -157,9 +159,9 @@ class ExpertModel:
             explore = SubAction(name=EXPLORE, kind="code", template="explore",
                                 reason="walking to unknown ground is deterministic: code")
             policy = SubAction(name=f"{subtask}_policy", kind="rl", coded_actions=[EXPLORE],
-                               reason="no few-shot example covers this (combat, hunting, timing): learn it")
+                               reason="no few-shot example covers this (sleep, hunting a cow): learn it")
             return Decomposition(subtask=subtask, sub_actions=[explore, policy], reason=reason)
-        params = {k: v for k, v in template.items() if k in ("item",)}
+        params = {k: v for k, v in template.items() if k != "kind"}
         main = SubAction(
             name=action_name(template["kind"], **params), kind="code", template=template["kind"],
             target=template.get("target"), item=template.get("item"),

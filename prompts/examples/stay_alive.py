@@ -13,8 +13,8 @@ def stay_alive(game):
                 if ("zombie", dx, dy) not in game.creatures:
                     break
             return
-    if game.daylight < 0.4 or game.energy < 3:
-        yield from game.shelter()
+    if (game.daylight < 0.4 or game.energy < 3) and game.food >= 2 and game.drink >= 2:
+        yield from game.shelter()  # not when hungry or thirsty: it would leave the shelter at once
     if game.is_sheltered():
         for _ in range(300):
             awake = not game.sleeping
