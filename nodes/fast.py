@@ -96,6 +96,9 @@ from sandbox.lint import MAX_SOURCE_CHARS
 MAX_TOOL_ROUNDS = 6  # non-measuring tool rounds (configure_rl, plugin tools) per attempt
 REPORT_CHARS = 2350   # the test report the fast agent and the critic read (the largest call stays in 8,000 tokens)
 TESTED_REPORT_CHARS = 700  # a head entry's test report, shown with the training's configuration
+# a repair of a program longer than this shows no stay_alive example: with its code and its report the call
+# would pass 8,000 tokens (eat_plant's repair measured 8,414 with it)
+REPAIR_WITH_SURVIVAL_CHARS = 2500
 HEAD_BUILTINS = ("explore",)  # the built-in a policy may always call (listed in the library as built-in)
 GRAPH_PPO_WORKERS = 2  # worker processes of a graph training ('actors'): fixed, so runs replay on any machine
 # a graph training's policy decides again after this many steps of a coded call, which goes on if chosen again
@@ -276,16 +279,19 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCo
     subtask = lib.subtask
     decomposition: DecompositionEntry = state["decomposition"]
     left = budget_left(state)
+    repair = bool((state.get("last_attempt") or {}).get("report"))
     n_seeds = settings.code_test_episodes
     context: FastFacts = {
         "subtask": subtask, "task_description": TASKS[subtask].description, "mode": mode,
         "sub_action": sub_action, "decomposition": decomposition,
         # the actions the graph composes go on an action head only: listed when a policy is configured
         "library": listing(lib.pool, lib.graph_actions() if mode == "rl" else []),
-        # the chain's own stay_alive, where tests replay earlier skills and the model has not replaced it
+        # the chain's own stay_alive, where tests replay earlier skills and the model has not replaced it; not
+        # beside a long program under repair, whose code and report fill the call (the library still lists it)
         "examples": examples_for(sub_action.get("template"), chain_survival=bool(lib.prefix) and (
-            lib.pool.origin.get("stay_alive", {}).get("kind") == "built-in"),
-            repair=bool((state.get("last_attempt") or {}).get("report"))),
+            lib.pool.origin.get("stay_alive", {}).get("kind") == "built-in") and not (
+            repair and len((state.get("last_attempt") or {}).get("code") or "") > REPAIR_WITH_SURVIVAL_CHARS),
+            repair=repair),
         "last_attempt": state.get("last_attempt"), "feedback": (state.get("feedback") or {}).get("feedback"),
         "previous_attempt": _previous_attempt(state, mode, sub_action, lib),
         "limits": {"test_seeds": n_seeds, "max_steps_per_test": lib.max_steps, "budget_left": left,
