@@ -279,7 +279,8 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCo
     subtask = lib.subtask
     decomposition: DecompositionEntry = state["decomposition"]
     left = budget_left(state)
-    repair = bool((state.get("last_attempt") or {}).get("report"))
+    last_attempt = state.get("last_attempt") or {}
+    repair = bool(last_attempt.get("report"))
     n_seeds = settings.code_test_episodes
     context: FastFacts = {
         "subtask": subtask, "task_description": TASKS[subtask].description, "mode": mode,
@@ -290,7 +291,7 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCo
         # beside a long program under repair, whose code and report fill the call (the library still lists it)
         "examples": examples_for(sub_action.get("template"), chain_survival=bool(lib.prefix) and (
             lib.pool.origin.get("stay_alive", {}).get("kind") == "built-in") and not (
-            repair and len((state.get("last_attempt") or {}).get("code") or "") > REPAIR_WITH_SURVIVAL_CHARS),
+            repair and len(last_attempt.get("code") or "") > REPAIR_WITH_SURVIVAL_CHARS),
             repair=repair),
         "last_attempt": state.get("last_attempt"), "feedback": (state.get("feedback") or {}).get("feedback"),
         "previous_attempt": _previous_attempt(state, mode, sub_action, lib),
