@@ -512,14 +512,17 @@ class GameAPI:
         """Hit a zombie standing next to the player (turning to it first); returns whether it acted.
 
         The walking helpers call it before every step: zombies chase the player, most of all at night."""
-        px, py = self.pos
-        for name, dx, dy in self._current().creatures:
-            if name == "zombie" and abs(dx) + abs(dy) == 1:
-                if self.facing != (dx, dy):
-                    yield MOVE_FOR_DIRECTION[(dx, dy)]
-                yield "do"
-                return True
-        return False
+        adjacent = [(dx, dy) for name, dx, dy in self._current().creatures
+                    if name == "zombie" and abs(dx) + abs(dy) == 1]
+        if not adjacent:
+            return False
+        # the one already faced first: turning to another with each hit (the view lists them in no fixed
+        # order) spends half the steps turning, and neither dies
+        dx, dy = self.facing if self.facing in adjacent else adjacent[0]
+        if self.facing != (dx, dy):
+            yield MOVE_FOR_DIRECTION[(dx, dy)]
+        yield "do"
+        return True
 
     def go_near(self, materials: list[str] | tuple[str, ...], max_steps: int = 200) -> Iterator[str]:
         """Walk to the nearest known tile from which every material lies within one tile (the
@@ -570,7 +573,9 @@ class GameAPI:
         with a pickaxe where the pocket is stone), step back one tile, which turns the player to the
         entrance, and place a stone there (a table when no stone is at hand). Uses remembered
         tiles only; returns without acting when no site is known within `max_steps` of walking.
-        `last_refusal` says why it stopped short."""
+        A creature that blocks the way to the entrance makes it pick another site (up to 3 times); one in
+        the pocket or its doorway is hit until it goes (`_dig_and_seal`). `last_refusal` says why it
+        stopped short."""
         self._refusal = None
         if self.is_sheltered():
             self._refusal = "shelter: the player is already walled in (nothing to do)"
@@ -580,51 +585,78 @@ class GameAPI:
             self._refusal = site
             return
         entrance, (dx, dy) = site
-        for _ in range(max_steps):
-            if self.pos == entrance:
-                break
+        steps, repicked = 0, 0
+        while self.pos != entrance:
+            if steps >= max_steps:
+                self._refusal = (f"shelter: max_steps={max_steps} ran out before it reached the entrance at "
+                                 f"{_xy(entrance)}")
+                return
+            steps += 1
             if (yield from self.defend()):
                 continue
             path = self.path_to(entrance, adjacent=False)
-            if not path:
-                self._refusal = f"shelter: lost the way to the pocket's entrance at {_xy(entrance)} (blocked?)"
-                return
-            yield path[0]
-        inner, end = (entrance[0] + dx, entrance[1] + dy), (entrance[0] + 2 * dx, entrance[1] + 2 * dy)
-        for tile in (inner, end):
-            behind = (tile[0] - dx, tile[1] - dy)
-            if self.pos != behind:
-                self._refusal = (f"shelter: max_steps={max_steps} ran out before it reached the entrance at "
-                                 f"{_xy(entrance)}" if behind == entrance else self._off_the_pocket(behind))
-                return
-            for _ in range(4):  # mine the tile open; facing a solid tile takes one turn
-                if self.material_at(tile) in WALKABLE:
-                    break
-                yield from self.face(tile)
-                yield "do"
-            yield MOVE_FOR_DIRECTION[(dx, dy)]
-        if self.pos != end:
-            self._refusal = self._off_the_pocket(end)
-            return
-        yield MOVE_FOR_DIRECTION[(-dx, -dy)]  # back to the inner tile, now facing the entrance
-        for _ in range(6):
-            if self.pos != inner or self.facing != (-dx, -dy):
-                self._refusal = (f"shelter: not on the pocket's tile {_xy(inner)} facing its entrance to seal it "
-                                 f"(at {_xy(self.pos)})")
-                return
-            if self.material_at(entrance) not in WALKABLE:
-                return  # sealed
-            if self._facing_creatures():
-                yield "do"  # a zombie in the doorway: hit it until it leaves or dies
+            if not path:  # a creature on the entrance or the way: another site, chosen around the creatures now seen
+                other = self._shelter_site(max(max_steps - steps, 1)) if repicked < 3 else None
+                if other is None or isinstance(other, str):
+                    self._refusal = f"shelter: lost the way to the pocket's entrance at {_xy(entrance)} (blocked?)"
+                    return
+                repicked += 1
+                entrance, (dx, dy) = other
                 continue
-            item = "stone" if self.has("stone") else "table"
-            if not self.can_place(item):
-                self._refusal = ("shelter: no stone, nor the wood for a table "
-                                 f"({_items(self.requirements('table'))}), to close the entrance")
+            yield path[0]
+        yield from self._dig_and_seal(entrance, (dx, dy))
+
+    def _dig_and_seal(self, entrance: Pos, direction: Pos, budget: int = 30) -> Iterator[str]:
+        """shelter's second half, from the entrance: mine the pocket's two tiles open, walk to its end, step back
+        (which turns the player to the entrance) and seal the entrance. Re-reads the view at every step: a zombie
+        that follows the player in, or stands in the doorway, is hit until it leaves or dies (defend), and a
+        step that did not happen is tried again."""
+        dx, dy = direction
+        inner, end = (entrance[0] + dx, entrance[1] + dy), (entrance[0] + 2 * dx, entrance[1] + 2 * dy)
+        been_at_end = False
+        for _ in range(budget):
+            pos = self.pos
+            if pos == inner and self.material_at(entrance) not in WALKABLE:
+                return  # sealed
+            if (yield from self.defend()):
+                continue
+            if pos == end:
+                been_at_end = True
+            if pos == entrance:
+                ahead = inner
+            elif pos == inner:
+                if been_at_end and self.facing == (-dx, -dy):  # facing the doorway: seal it
+                    if self._facing_creatures():
+                        yield "do"  # a creature in the doorway: hit it until it leaves or dies
+                        continue
+                    item = "stone" if self.has("stone") else "table"
+                    if not self.can_place(item):
+                        self._refusal = ("shelter: no stone, nor the wood for a table "
+                                         f"({_items(self.requirements('table'))}), to close the entrance")
+                        return
+                    yield f"place_{item}"
+                    continue
+                ahead = end
+            elif pos == end:
+                if self.facing == (-dx, -dy) and self._facing_creatures():
+                    yield "do"  # a creature followed the player in: hit it until it leaves or dies
+                else:
+                    yield MOVE_FOR_DIRECTION[(-dx, -dy)]  # back to the inner tile, now facing the entrance
+                continue
+            else:
+                self._refusal = self._off_the_pocket(inner)
                 return
-            yield f"place_{item}"
-        if self.material_at(entrance) in WALKABLE:
-            self._refusal = f"shelter: the entrance at {_xy(entrance)} is still open after 6 tries (a creature in it?)"
+            if self.material_at(ahead) not in WALKABLE:  # mine it open; facing a solid tile takes one turn
+                if self.facing != (dx, dy):
+                    yield from self.face(ahead)
+                yield "do"
+            elif self._facing_creatures() and self.facing == (dx, dy):
+                yield "do"  # a cow or a zombie in the pocket: hit it until it leaves or dies
+            else:
+                yield MOVE_FOR_DIRECTION[(dx, dy)]
+        if self.material_at(entrance) in WALKABLE or self.pos != inner:
+            self._refusal = (f"shelter: the pocket at {_xy(entrance)} is still open after {budget} steps of digging "
+                             f"and sealing (a creature in it?; the player is at {_xy(self.pos)})")
 
     def leave_shelter(self, max_steps: int = 12) -> Iterator[str]:
         """Mine a way out of a shelter and step out: a wall with known walkable ground behind it first (the

@@ -6,10 +6,11 @@ unlocked (a coded skill: one call of its entry action; a learned one: its policy
 actions, until the achievement or the step limit). The success rate comes with a 95% Wilson
 interval. These steps are evaluation, reported apart from the training budget.
 
-A score task (crafter_score) has no single achievement: every skill of its plan is played in order
-in one episode of the task's length, a skill whose prerequisites did not unlock (or that has none) is
-skipped rather than ending the episode, a learned skill stops at its subtask's step limit, and the
-result is the Crafter score of the unlocked achievements (envs.score) with a bootstrap interval.
+A score task (crafter_score) has no single achievement: every skill of its plan is played in one episode of
+the task's length (the ones that met the target in plan order, then the others, the likeliest first:
+`score_play_order`), a skill whose prerequisites did not unlock (or that has none) is skipped rather than
+ending the episode, a learned skill stops at its subtask's step limit, and the result is the Crafter score of
+the unlocked achievements (envs.score) with a bootstrap interval.
 
 The episodes are played in an `envs.replay.RecordingEnv`, which keeps every primitive action and the
 skill and coded action that played it; two episodes come back in the result (`replays`) so that a
@@ -30,8 +31,10 @@ from envs.score import achievement_rates, bootstrap_score, crafter_score
 from envs.seeds import eval_seeds
 from envs.tasks import TASKS
 from nodes.attempt.outcome import skill_from_best
+from nodes.attempt.results import judged_rate, skill_meets_target
 from nodes.context import RunContext, context_of
 from nodes.recipes import prerequisites
+from nodes.settings import RunSettings
 from nodes.skills.library import Skill
 from nodes.skills.pool import CHAIN_HELPERS, Pool, definitions, pool_of
 from nodes.skills.records import needed_before
@@ -44,6 +47,7 @@ if TYPE_CHECKING:
     from envs.replay import EpisodeRecord  # heavy (Crafter): imported when a chain is played
 
 SkillLike = Skill | Mapping[str, Any]  # a Skill, or its plain dump as the state holds it
+DEFAULT_TARGET = RunSettings.model_fields["target_success"].default  # a score chain's order without a run's settings
 
 
 class _ChainStep:
@@ -119,8 +123,30 @@ class _ChainStep:
         (self.code if self.kind == "code" else self.policy).close()
 
 
+def score_play_order(names: Sequence[str], met: Sequence[bool], rates: Sequence[float],
+                     costs: Sequence[float]) -> list[int]:
+    """The plan indices of a score plan in the order its held-out chain plays them, each after the skills of the
+    plan it needs: the skills that met the target (`met`) in plan order, then the others, the likeliest first
+    (`rates`; on a tie the one whose tests took fewer steps per episode, earlier skills replayed included:
+    `costs`), each followed by what needs it.
+    A weak skill spends its step limit trying (the plant's wait, a long search) and often dies: played where
+    the plan put it, it cost every achievement after it (a model's 50% eat_plant before its collect_iron)."""
+    in_plan = set(names)
+    needs = [set(prerequisites(n)) & in_plan for n in names]
+    order: list[int] = []
+    left = list(range(len(names)))
+    while left:
+        done = {names[i] for i in order}
+        ready = [i for i in left if needs[i] <= done] or left[:1]
+        sure = [i for i in ready if met[i]]
+        pick = sure[0] if sure else min(ready, key=lambda i: (-rates[i], costs[i], i))
+        order.append(pick)
+        left.remove(pick)
+    return order
+
+
 def _load_chain(plan: Sequence[Mapping[str, Any]], skills: Mapping[str, SkillLike], seed: int,
-                score: bool = False) -> list[_ChainStep]:
+                score: bool = False, target: float = DEFAULT_TARGET) -> list[_ChainStep]:
     """The skills in plan order, each coded one played with the library as the latest code test that played it
     had it (nodes.skills.pool.pool_of: a later definition replaces an earlier one). That is its own test, or
     the test of a later passing coded skill that replayed it first (nodes.skills.records.needed_before): a
@@ -129,7 +155,8 @@ def _load_chain(plan: Sequence[Mapping[str, Any]], skills: Mapping[str, SkillLik
     its own play and the later skills'.
     In a score plan a coded skill replays only its own prerequisites before it: the plan's other
     achievements are not needed for it, and one that failed would hold it up; each plays with the library
-    as it stood at its own place."""
+    as it stood at its own place in the plan, and the skills that did not meet the `target` play last
+    (`score_play_order`)."""
     names = [sub["name"] for sub in plan]
     loaded = [Skill.model_validate(skills[name]) for name in names]
     pool = pool_of([])  # the built-ins; each skill's definitions join it in plan order
@@ -138,16 +165,26 @@ def _load_chain(plan: Sequence[Mapping[str, Any]], skills: Mapping[str, SkillLik
         for source in skill.sources:
             pool.add(source, subtask=name, kind=skill.kind)
         pools.append(pool.copy())
+    if score:
+        records = [s.to_state() for s in loaded]
+        order = score_play_order(
+            names, [skill_meets_target(r, target) for r in records],
+            [judged_rate(r) for r in records],
+            [s.env_steps / s.episodes if s.kind == "code" and s.episodes else float("inf") for s in loaded])
+    else:
+        order = list(range(len(names)))
+    played = [names[i] for i in order]
     chain = []
-    for i, (name, skill) in enumerate(zip(names, loaded, strict=True)):
+    for place, i in enumerate(order):
+        name, skill = names[i], loaded[i]
         tested_last = i
         if not score:
             tested_last = next((k for k in range(len(names) - 1, i, -1)
                                 if loaded[k].kind == "code" and loaded[k].passing
                                 and name in needed_before(names[k], names[:k])), i)
-        earlier = [n for n in names[:i] if n in prerequisites(name)] if score else names[:i]
-        chain.append(_ChainStep(name, skill, seed, earlier=earlier, pool=pools[tested_last], later=names[i + 1:],
-                                place=f"{i + 1}/{len(plan)}"))
+        earlier = [n for n in played[:place] if n in prerequisites(name)] if score else names[:i]
+        chain.append(_ChainStep(name, skill, seed, earlier=earlier, pool=pools[tested_last],
+                                later=played[place + 1:], place=f"{place + 1}/{len(plan)}"))
     return chain
 
 
@@ -230,14 +267,15 @@ def _score_fields(unlocked: list[list[str]], seed: int) -> dict:
 
 def evaluate_chain(task: str, plan: Sequence[Mapping[str, Any]], skills: Mapping[str, SkillLike], episodes: int,
                    seed: int, record: bool = True, max_steps: int | None = None,
-                   worlds: Sequence[int] | None = None) -> dict:
+                   worlds: Sequence[int] | None = None, target: float = DEFAULT_TARGET) -> dict:
     """Success of the chained skills on `episodes` held-out worlds (for a score task, its Crafter score).
 
     With `record`, the result's `replays` holds two of these episodes as `EpisodeRecord.to_json()` dumps:
     `first` (the first held-out seed's) and `furthest` (the most chain steps passed, then success, then the
     most achievements; the earliest seed on a tie). They are what videos are made from (graph/video.py).
     `max_steps`: each episode's length (default: the task's step limit). `worlds`: other seeds to play than the
-    held-out ones, e.g. validation seeds for a measurement made while developing (one episode each)."""
+    held-out ones, e.g. validation seeds for a measurement made while developing (one episode each). `target`: the
+    run's target rate, which orders a score plan's chain (`score_play_order`)."""
     from envs.replay import RecordingEnv  # heavy (Crafter): only when a chain is played
 
     score = TASKS[task].is_score
@@ -251,9 +289,9 @@ def evaluate_chain(task: str, plan: Sequence[Mapping[str, Any]], skills: Mapping
     if not playable:
         return {"ran": False, "reason": f"no skill for {', '.join(missing)}: nothing to play",
                 "episodes": 0, "success_rate": None, "steps": 0}
-    chain = _load_chain(playable, skills, seed, score=score)
+    chain = _load_chain(playable, skills, seed, score=score, target=target)
     env = RecordingEnv(task=task, obs_kind="symbolic", reward="task", max_steps=max_steps)
-    target = TASKS[task]
+    task_spec = TASKS[task]
     seeds = list(worlds)[:episodes] if worlds is not None else eval_seeds(episodes)
     episodes = len(seeds)
     successes, total_steps, reached = 0, 0, {s.subtask: 0 for s in chain}
@@ -270,7 +308,7 @@ def evaluate_chain(task: str, plan: Sequence[Mapping[str, Any]], skills: Mapping
             steps, passed, ending = _play_chain(env, chain, score, errors, world)
             for name in passed:
                 reached[name] += 1
-            success = target.is_success(set(env.game.achievements))
+            success = task_spec.is_success(set(env.game.achievements))
             if success or score:
                 ending = None
             elif ending is None:  # every skill played passed and the episode goes on: the next has no skill
@@ -313,7 +351,7 @@ def executor(state: RLGPTState, runtime: Runtime[RunContext]) -> dict:
                 skills[sub["name"]] = record
     try:
         result = evaluate_chain(state["task"], state.get("plan", []), skills, episodes, seed,
-                                max_steps=settings.eval_max_steps)
+                                max_steps=settings.eval_max_steps, target=settings.target_success)
     except (ValueError, FileNotFoundError, RuntimeError) as exc:  # a broken skill: report it, do not crash
         result = {"ran": False, "reason": f"the chain could not run: {exc}", "episodes": 0,
                   "success_rate": None, "steps": 0}

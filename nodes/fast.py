@@ -99,6 +99,10 @@ TESTED_REPORT_CHARS = 700  # a head entry's test report, shown with the training
 # a repair of a program longer than this shows no stay_alive example: with its code and its report the call
 # would pass 8,000 tokens (eat_plant's repair measured 8,414 with it)
 REPAIR_WITH_SURVIVAL_CHARS = 2500
+# a first write of these kinds shows no stay_alive example either: a place or make action takes a few steps beside
+# what it needs, and no report has shown a death yet (a repair after one gets it; crafter_score's place_stone
+# measured 8,145 tokens with it)
+SHORT_KINDS = ("place", "make")
 HEAD_BUILTINS = ("explore",)  # the built-in a policy may always call (listed in the library as built-in)
 GRAPH_PPO_WORKERS = 2  # worker processes of a graph training ('actors'): fixed, so runs replay on any machine
 # a graph training's policy decides again after this many steps of a coded call, which goes on if chosen again
@@ -290,9 +294,9 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCo
         # the chain's own stay_alive, where tests replay earlier skills and the model has not replaced it; not
         # beside a long program under repair, whose code and report fill the call (the library still lists it)
         "examples": examples_for(sub_action.get("template"), chain_survival=bool(lib.prefix) and (
-            lib.pool.origin.get("stay_alive", {}).get("kind") == "built-in") and not (
-            repair and len(last_attempt.get("code") or "") > REPAIR_WITH_SURVIVAL_CHARS),
-            repair=repair),
+            lib.pool.origin.get("stay_alive", {}).get("kind") == "built-in") and (
+            len(last_attempt.get("code") or "") <= REPAIR_WITH_SURVIVAL_CHARS if repair
+            else sub_action.get("template") not in SHORT_KINDS), repair=repair),
         "last_attempt": state.get("last_attempt"), "feedback": (state.get("feedback") or {}).get("feedback"),
         "previous_attempt": _previous_attempt(state, mode, sub_action, lib),
         "limits": {"test_seeds": n_seeds, "max_steps_per_test": lib.max_steps, "budget_left": left,

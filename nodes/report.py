@@ -22,7 +22,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 from pydantic import ValidationError
 
-from nodes.attempt.results import judged_rate, meets_target
+from nodes.attempt.results import judged_rate, skill_meets_target
 from nodes.context import RunContext, context_of
 from nodes.settings import RunSettings
 from nodes.skills.library import Skill, SkillLibrary, SkillLibraryError
@@ -102,17 +102,10 @@ def _kept_status(skill: Skill, target: float) -> str:
     """What happened to a skill made in this run: 'passed' only when it met the target (by the pass rule's
     count for a code test, over the runs that reached the skill when it replayed earlier ones);
     otherwise 'kept' with the rate it was kept at (below the target, or below the skill threshold too)."""
+    if skill_meets_target(skill.to_state(), target):
+        return "passed"
     given = skill.success_given_start
     judged = judged_rate({"success_rate": skill.success_rate, "success_given_start": given})
-    met = judged >= target
-    if skill.kind == "code" and skill.episodes and given is None:  # the pass rule, in counts of test seeds
-        met = meets_target({"kind": "code", "episodes": skill.episodes,
-                            "successes": round(skill.success_rate * skill.episodes)}, target)
-    elif skill.kind == "code" and given is not None and skill.started:  # ... over the runs that reached it
-        met = meets_target({"kind": "code", "episodes": skill.episodes, "success_given_start": given,
-                            "started": skill.started, "started_successes": round(given * skill.started)}, target)
-    if met:
-        return "passed"
     rate = f"{judged:.0%} from its start" if given is not None and given != skill.success_rate else f"{judged:.0%}"
     # below the threshold the skill still plays in this run's chain; it is only not saved for other runs
     return f"kept at {rate}, below the {'target' if skill.passing else 'skill threshold (played here, not saved)'}"

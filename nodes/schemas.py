@@ -30,7 +30,12 @@ MAX_SUB_ACTIONS = 8
 
 def _cut(limit: int):
     def cut(value: Any) -> Any:
-        return value[:limit] if isinstance(value, str) else value
+        if not isinstance(value, str) or len(value) <= limit:
+            return value
+        # at a word, marked: the node reading it (a critique shown to the slow agent) sees that text was lost
+        head = value[:limit - 4]
+        space = head.rfind(" ")
+        return (head[:space] if space > limit // 2 else head).rstrip(" ,;:") + " ..."
     return cut
 
 
@@ -133,7 +138,8 @@ class Critique(BaseModel):
                                          "again; move: change code<->rl; fail: keep the best attempt so far "
                                          "and go on")
     success_rate: float = Field(ge=0.0, le=1.0, description="measured success rate of this attempt")
-    feedback: Prose600 = Field(description="what went wrong and what to change, concretely")
+    feedback: Prose600 = Field(description="what went wrong and what to change, concretely, in at most 600 "
+                                         "characters (the rest is cut)")
     move_to: Kind | None = Field(None, description="with verdict 'move': the kind to move the sub-action to")
 
     @model_validator(mode="after")

@@ -10,7 +10,8 @@ workers. An honest step then missed a wall-clock deadline, and the model was tol
 So the deadline counts the CPU time the sandbox's processes spend:
 
 - A request answered within PROBE_S costs nothing extra: nearly every request.
-- Past PROBE_S, the host reads the process tree's CPU time once (from /proc).
+- Past PROBE_S, the host reads the process tree's CPU time once (from /proc). A host that looks much later
+  was held up itself (a busy machine): the code is charged PROBE_S of the time before the look, not the stall.
 - When the timeout and its grace have passed in wall time, the host reads it again. If the code has used
   less than that much CPU, the deadline moves on by what it has not used.
 - Never past `timeout * MAX_WALL_FACTOR` of wall time: code that sleeps or blocks without computing is
@@ -59,7 +60,14 @@ class RequestDeadline:
         """`read_until()` passed without an answer: whether to wait on (until the new `read_until()`)."""
         if self._probe is None:
             self._probe = (now, self._cpu())
-            return now < self.deadline
+            if now < self.deadline:
+                return True
+            if self._probe[1] is None or now >= self.hard:
+                return False
+            # a probe past the deadline: the host itself was held up (a busy machine, the GIL, a collection), and
+            # the answer may be waiting unread. The code's CPU time decides from here, as at any later look.
+            self.deadline = min(self.hard, now + MIN_EXTENSION_S)
+            return True
         if now < self.deadline:
             return True
         when, then = self._probe
@@ -68,8 +76,10 @@ class RequestDeadline:
         cpu = self._cpu()
         if cpu is None:
             return False
-        # the CPU time spent before the probe is at most the wall time before it
-        used = cpu - then + (when - self.sent)
+        # the CPU time spent before the probe is taken to be the wall time before it, up to PROBE_S: a probe later
+        # than that means the host was held up, and the code is not charged for the host's own delay (a stalled
+        # host killed eight quick code tests at once with "no answer within 2.5 s")
+        used = cpu - then + min(when - self.sent, PROBE_S)
         if used >= self.limit:
             return False
         if now >= self.hard:

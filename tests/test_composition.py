@@ -233,3 +233,64 @@ def test_a_helper_rewritten_as_its_own_sub_action_is_the_one_tests_and_the_skill
     assert '"""new"""' in live_stay_alive([*written, carried])
     resent = version(4, name, alive("newest") + "\n" + action("third"))
     assert '"""newest"""' in live_stay_alive([*written, carried, resent])
+
+
+def test_a_score_chain_plays_the_weak_skills_last_the_likeliest_first_each_with_what_needs_it():
+    from nodes.executor import score_play_order
+
+    names = ["collect_wood", "collect_sapling", "eat_plant", "place_table", "collect_stone", "collect_iron",
+             "make_wood_pickaxe", "make_iron_pickaxe", "collect_diamond"]
+    met = [True, True, False, True, True, False, True, True, False]
+    rates = [1.0, 1.0, 0.5, 1.0, 1.0, 0.5, 1.0, 1.0, 0.2]
+    costs = [7, 4, 426, 24, 56, 293, 28, 461, 603]  # steps per test episode
+    order = [names[i] for i in score_play_order(names, met, rates, costs)]
+    # what met the target in plan order, each after what it needs (the stone after the wood pickaxe); then the
+    # iron (50%, shorter tests than the plant's 50%) with the pickaxe that needs it, the plant, the diamond (20%)
+    assert order == ["collect_wood", "collect_sapling", "place_table", "make_wood_pickaxe", "collect_stone",
+                     "collect_iron", "make_iron_pickaxe", "eat_plant", "collect_diamond"]
+    tree = ["collect_wood", "place_table", "make_wood_pickaxe", "collect_stone"]  # each after what it needs
+    assert score_play_order(tree, [True] * 4, [1.0] * 4, [9] * 4) == [0, 1, 2, 3]  # all met: the plan's order
+    # a skill never comes before one of the plan's skills that it needs, however likely it is
+    assert score_play_order(["collect_wood", "place_table"], [False, True], [0.1, 1.0], [9, 9]) == [0, 1]
+
+    # the loaded chain plays in that order, each skill with the library as it stood at its place in the plan
+    plan = ["collect_wood", "collect_sapling", "place_table", "make_wood_pickaxe"]
+    skills = {n: _skill(k, n, None) for k, n in enumerate(plan)}
+    skills["collect_sapling"] = dict(skills["collect_sapling"], success_rate=0.5, success_given_start=0.5,
+                                     started=8)
+    chain = _load_chain([{"name": n} for n in plan], skills, seed=0, score=True)
+    try:
+        assert [s.subtask for s in chain] == ["collect_wood", "place_table", "make_wood_pickaxe", "collect_sapling"]
+        assert [s.place for s in chain] == ["1/4", "2/4", "3/4", "4/4"]
+        # each plays its own helper (the library at its place in the plan)
+        assert "helper of skill 3" in chain[2].source and "helper of skill 1" in chain[3].source
+    finally:
+        for step in chain:
+            step.close()
+    # a chain task keeps the plan's order whatever the rates
+    chain = _load_chain([{"name": n} for n in plan], skills, seed=0)
+    try:
+        assert [s.subtask for s in chain] == plan
+    finally:
+        for step in chain:
+            step.close()
+
+
+def test_a_first_write_of_a_short_action_shows_no_stay_alive_example_and_a_repair_does(tmp_path):
+    from nodes.fast import REPAIR_WITH_SURVIVAL_CHARS, fast_context
+
+    settings = RunSettings(out_dir=tmp_path, test_max_steps=100)
+    skills = {n: _skill(k, n, None) for k, n in enumerate(DIAMOND_CHAIN[:2])}  # the wood and the table
+
+    def examples(template: str, last_attempt: dict | None = None) -> dict:
+        """The examples make_wood_pickaxe's call shows: its tests replay the wood and the table first."""
+        sub = {"name": "make_wood_pickaxe", "kind": "code", "template": template}
+        state = dict(_state_at(2, skills), decomposition={"sub_actions": [sub]}, last_attempt=last_attempt)
+        return fast_context(state, settings, SubtaskCode(state, settings), "code", sub, [])["examples"]
+
+    assert "stay_alive" not in examples("make") and "stay_alive" not in examples("place")
+    assert "stay_alive" in examples("collect")  # a long search, where the chain's survival shows
+    # a repair after a death gets it, unless its own code already fills the call
+    assert "stay_alive" in examples("make", {"code": "y" * 100, "report": "seed 3: died at step 90 (zombie)"})
+    assert "stay_alive" not in examples("make", {"code": "y" * (REPAIR_WITH_SURVIVAL_CHARS + 1),
+                                                 "report": "seed 3: died at step 90 (zombie)"})

@@ -491,3 +491,15 @@ def test_next_step_sends_earlier_tool_rounds_as_plain_text():
 def test_bad_tool_mode_is_refused():
     with pytest.raises(ValueError, match="tool_mode must be one of"):
         LLMModel("m", chat_model=ScriptedChat(script=[], prompts=[], call_kwargs=[]), tool_mode="auto")
+
+
+def test_prose_past_its_limit_is_cut_at_a_word_and_marked():
+    from nodes.schemas import Critique
+
+    long = "The sealed pocket works once built, but four of five deaths happen before it exists. " * 10
+    verdict = Critique(sub_action="eat_plant", verdict="revise", success_rate=0.375, feedback=long)
+    assert len(verdict.feedback) <= 600 and verdict.feedback.endswith(" ...")
+    assert long.startswith(verdict.feedback[:-4])  # whole words of the start, nothing rewritten
+    assert verdict.feedback[-5] != " " and not verdict.feedback[:-4].endswith(("befo", "exi"))
+    short = "3/8: the first night kills it."
+    assert Critique(sub_action="a", verdict="revise", success_rate=0.4, feedback=short).feedback == short

@@ -263,6 +263,24 @@ def test_a_request_deadline_counts_cpu_time_within_a_wall_cap(cpu_rate, stopped_
     assert now[0] - 100.0 == pytest.approx(stopped_at, abs=0.06) and clock.starved_to_the_cap == starved
 
 
+@pytest.mark.parametrize("cpu_rate, stopped_at", [
+    (0.0, 5.0),   # it computes nothing (its answer waits unread): read on to the wall cap, not killed at 3 s
+    (1.0, 4.25),  # it computes all the time: stopped once it may have computed the 1.5 s from the late look on
+])
+def test_a_host_held_up_past_the_deadline_does_not_charge_its_delay_to_the_code(cpu_rate, stopped_at):
+    from sandbox.deadline import RequestDeadline
+
+    now = [100.0]
+    clock = RequestDeadline(1.0, now[0], lambda: 7.0 + cpu_rate * (now[0] - 100.0))
+    now[0] = 103.0  # the host's first look comes 3 s late, past the 1.5 s deadline
+    assert clock.keep_waiting(now[0])
+    while True:
+        now[0] = clock.read_until()
+        if not clock.keep_waiting(now[0]):
+            break
+    assert now[0] - 100.0 == pytest.approx(stopped_at, abs=0.06)
+
+
 def test_memory_limit_stops_a_large_allocation_and_a_small_one_still_works():
     source = "def big(game):\n    block = [0] * (200 * 1024 * 1024)\n    yield 'noop'\n" + WALK
     with AgentCode([source], limits=SandboxLimits(memory_mb=64)) as code:

@@ -269,15 +269,48 @@ def test_shelter_says_where_it_stopped_on_the_way():
     zombie = _World(CORRIDOR, creatures={(0, 1): "zombie"}, wood_pickaxe=1, stone=1)
     assert _play(zombie, lambda game: game.shelter(3))[:2] == (
         ["do", "do", "do"], "shelter: max_steps=3 ran out before it reached the entrance at (1, 0)")
-    # a cow walks into the pocket's first tile, its second, or back into the first as the player turns to seal it
-    assert _play(_World(POCKET, wood_pickaxe=1, stone=1), _shelter, before=cow_at((1, 0), 1))[:2] == (
-        ["move_right"], "shelter: could not get onto the pocket's tile (1, 0) (path there; the player is at (0, 0))")
-    assert _play(_World(POCKET, wood_pickaxe=1, stone=1), _shelter, before=cow_at((2, 0), 2))[:2] == (
-        ["move_right", "move_right"],
-        "shelter: could not get onto the pocket's tile (2, 0) (path there; the player is at (1, 0))")
-    assert _play(_World(POCKET, wood_pickaxe=1, stone=1), _shelter, before=cow_at((1, 0), 3))[:2] == (
-        ["move_right", "move_right", "move_left"],
-        "shelter: not on the pocket's tile (1, 0) facing its entrance to seal it (at (2, 0))")
+
+
+def _visitor(pos, arrives: int, leaves: int | None = None, name: str = "cow"):
+    """A creature that steps onto `pos` before the player's `arrives`-th action and leaves before its `leaves`-th
+    (the toy world's hits do not hurt it), for `_play`'s `before`."""
+    def before(world, n):
+        if n == arrives:
+            world.creatures[pos] = name
+        if n == leaves:
+            world.creatures.pop(pos, None)
+    return before
+
+
+def test_shelter_hits_a_creature_out_of_the_pocket_and_seals_it_all_the_same():
+    def sealed(before):
+        actions, refusal, game = _play(_World(POCKET, wood_pickaxe=1, stone=1), _shelter, before=before)
+        assert refusal is None and game.is_sheltered(), (actions, refusal)
+        return actions
+
+    # a cow walks into the pocket's first tile, its second, or back into the first as the player turns to seal it:
+    # the player hits it until it goes and carries on where it was (it used to give up at once)
+    assert sealed(_visitor((1, 0), 1, 3)) == ["move_right", "do", "do", "move_right", "move_right", "move_left",
+                                              "place_stone"]
+    assert sealed(_visitor((2, 0), 2, 4)) == ["move_right", "move_right", "do", "do", "move_right", "move_left",
+                                              "place_stone"]
+    assert sealed(_visitor((1, 0), 3, 5)) == ["move_right", "move_right", "move_left", "do", "do", "move_left",
+                                              "place_stone"]
+    # one that never goes: the pocket's own budget of steps ends it, and the refusal says so
+    actions, refusal, game = _play(_World(POCKET, wood_pickaxe=1, stone=1), _shelter, before=_visitor((1, 0), 1))
+    assert actions == ["move_right"] + ["do"] * 29 and not game.is_sheltered()
+    assert refusal == ("shelter: the pocket at (0, 0) is still open after 30 steps of digging and sealing (a "
+                       "creature in it?; the player is at (0, 0))")
+
+
+def test_shelter_goes_to_another_pocket_when_a_creature_blocks_the_way_to_the_first():
+    # two pockets in a row of stone, one each side of the player; the left one is picked first
+    rows = ["GGGGGGGGG", "GGGGGGGGG", "GSSGGGSSG", "SPPGGGPPS", "GSSGGGSSG", "GGGGGGGGG", "GGGGGGGGG"]
+    assert _game(rows, wood_pickaxe=1, stone=1)._shelter_site(60) == ((-1, 0), (-1, 0))
+    # a cow steps onto its entrance and stays: the player turns to the other pocket (it used to give up)
+    actions, refusal, game = _play(_World(rows, wood_pickaxe=1, stone=1), _shelter, before=_visitor((-1, 0), 1))
+    assert actions == ["move_left", "move_right", "move_right", "move_right", "move_left", "place_stone"]
+    assert refusal is None and game.is_sheltered() and game.pos == (2, 0)
 
 
 def test_shelter_says_why_the_entrance_stayed_open():
@@ -289,13 +322,15 @@ def test_shelter_says_why_the_entrance_stayed_open():
         ["move_right", "move_right", "move_left"],
         "shelter: no stone, nor the wood for a table (wood 2), to close the entrance")
 
-    def zombie_in_the_doorway(world, n):
-        if n == 3:
-            world.creatures[(0, 0)] = "zombie"
-
-    actions, refusal, _ = _play(_World(POCKET, wood_pickaxe=1, stone=1), _shelter, before=zombie_in_the_doorway)
-    assert actions == ["move_right", "move_right", "move_left"] + ["do"] * 6
-    assert refusal == "shelter: the entrance at (0, 0) is still open after 6 tries (a creature in it?)"
+    # a zombie in the doorway as the player turns to seal it: hit until it dies, or until the pocket's budget ends
+    actions, refusal, game = _play(_World(POCKET, wood_pickaxe=1, stone=1), _shelter,
+                                   before=_visitor((0, 0), 3, 5, name="zombie"))
+    assert actions == ["move_right", "move_right", "move_left", "do", "do", "place_stone"] and refusal is None
+    actions, refusal, _ = _play(_World(POCKET, wood_pickaxe=1, stone=1), _shelter,
+                                before=_visitor((0, 0), 3, name="zombie"))
+    assert actions == ["move_right", "move_right", "move_left"] + ["do"] * 27
+    assert refusal == ("shelter: the pocket at (0, 0) is still open after 30 steps of digging and sealing (a "
+                       "creature in it?; the player is at (1, 0))")
 
 
 def test_leave_shelter_says_why_it_stayed_in():

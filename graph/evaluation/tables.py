@@ -54,7 +54,9 @@ OURS = "ours (Crafter)"
 # 12: the fights and the ripe plant have few-shot examples (prompts/examples/defeat_zombie.py, eat_plant.py): the
 #     score plan codes defeat_zombie, eat_plant and defeat_skeleton (the expert learned them before) and plays them
 #     after the rest of its coded achievements; the built-in stay_alive does not shelter when food or drink < 2.
-RULES_VERSION = 12
+# 13: shelter() picks another site when a creature blocks the way to the first, and hits a creature in the pocket or
+#     its doorway until it goes (it gave up at once: half its failures); defend() keeps hitting the zombie it faces.
+RULES_VERSION = 13
 # The RL-GPT and iteration cells also depend on the graph's own handling of tool calls; this version is bumped
 # alone for a change that only they see. Their keys hold both versions (r{GRAPH_RULES_VERSION}.{RULES_VERSION}):
 # they play coded actions too.
@@ -83,7 +85,9 @@ RULES_VERSION = 12
 #    successes over all runs meet the pass count too (nodes.attempt.results.round_passes); an answer that would
 #    test the same program again is not tested (a digest of the program, not of the answer); within a subtask the
 #    definition an answer sent last is the live one (nodes.attempt.rounds.live_code), whichever sub-action sent it.
-GRAPH_RULES_VERSION = 13
+# 14: a score plan's held-out chain plays the skills that met the target first, then the others, the likeliest
+#     first (nodes.executor.score_play_order): a weak skill mid-plan cost every achievement after it.
+GRAPH_RULES_VERSION = 14
 METHOD_LABELS = {"rlgpt": "RL-GPT (rule-based expert)", "pure_rl": "pure RL (PPO, primitive actions)",
                  "pure_code": "pure code (coded actions, no RL)",
                  "rl_with_code": "PPO + coded actions in the action head"}
@@ -481,7 +485,8 @@ def tables_crafter(run: Runner) -> list[Table]:
              "(Hafner 2021); its interval is a 1000-draw bootstrap over episodes." + length_note,
              f"RL-GPT is the graph on the crafter_score task with {c.budget:,} env steps: the planner's plan over "
              "the achievements, each coded or learned and judged by its own achievement in its test episodes; its "
-             "skills are played in plan order in each episode, a skill whose prerequisites did not unlock is "
+             "skills are played in plan order in each episode (those that did not meet the target last, with the "
+             "skills that need them), a skill whose prerequisites did not unlock is "
              "passed over, and the episode ends at death, the step limit or the plan's end. The pure-code row "
              "plays the same plan's coded achievements (no RL) in one program, which ends when its plan does "
              "(standing still unlocks nothing).",

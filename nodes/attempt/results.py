@@ -148,6 +148,19 @@ def meets_target(result: Mapping[str, Any], target: float) -> bool:
     return n > 0 and successes >= successes_needed(n, target)
 
 
+def skill_meets_target(skill: Mapping[str, Any], target: float) -> bool:
+    """Whether a kept skill (a SkillRecord) met the target: a coded one by the pass rule's count of its test
+    seeds, over the runs that reached it when its tests replayed earlier skills; a learned one by its rate."""
+    rate, given = float(skill.get("success_rate") or 0.0), skill.get("success_given_start")
+    episodes, started = skill.get("episodes") or 0, skill.get("started") or 0
+    if skill.get("kind") == "code" and episodes and given is None:
+        return meets_target({"kind": "code", "episodes": episodes, "successes": round(rate * episodes)}, target)
+    if skill.get("kind") == "code" and given is not None and started:
+        return meets_target({"kind": "code", "episodes": episodes, "success_given_start": given,
+                             "started": started, "started_successes": round(given * started)}, target)
+    return judged_rate(skill) >= target
+
+
 def round_passes(result: Mapping[str, Any], target: float, whole_chain: bool = False) -> bool:
     """Whether a measured round ends the fast agent's repairs: it meets the target (`meets_target`, over the
     runs that reached the sub-action) and, where held-out play is this very chain (`whole_chain`: the plan's

@@ -1,6 +1,6 @@
 def stay_alive(game):
-    """Fight a zombie next to the player; shelter and sleep when daylight < 0.4 or energy < 3; drink when
-    drink < 6, eat when food < 6.
+    """Fight a zombie next to the player; shelter and sleep when daylight < 0.4 or energy < 3 (unless food or
+    drink is below 2); drink when drink < 6, eat when food < 6.
 
     Nights (and rests when energy runs low) are spent in a sealed pocket (game.shelter), mined open at
     dawn: zombies crowd the grass at night and hit a sleeping player hardest."""

@@ -1,0 +1,88 @@
+"""Does a score plan's chain do better with its weak skills played last? Side by side, one finished run.
+
+    python -m benchmarks.score_chain_order --runs runs --run-id crafter_score-20261127-114336-d277 --episodes 50
+
+Reads the run's final state from its checkpoint (RUNS/checkpoints.sqlite; a skill a limit cut short is taken
+from its best attempt, as the executor does) and plays its chain twice on the same `--episodes` validation
+seeds (never the held-out ones): in the plan's order, and in the order held-out play uses
+(`nodes.executor.score_play_order`: the skills that met the target in plan order, then the others, the
+likeliest first, each after what it needs). Prints each order and its Crafter score with the 95% bootstrap
+interval, then the achievements whose rates differ.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sqlite3
+from pathlib import Path
+from unittest import mock
+
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from envs.seeds import validation_seeds
+from envs.tasks import TASKS
+from nodes import executor
+from nodes.attempt.outcome import skill_from_best
+from nodes.settings import RunSettings
+
+
+def final_state(runs: Path, run_id: str) -> dict:
+    db = runs / "checkpoints.sqlite"
+    if not db.exists():
+        raise SystemExit(f"no checkpoints in {runs} (expected {db})")
+    with sqlite3.connect(db, check_same_thread=False) as conn:
+        saved = SqliteSaver(conn).get_tuple({"configurable": {"thread_id": run_id}})
+    if saved is None:
+        raise SystemExit(f"no run {run_id!r} in {db}")
+    return saved.checkpoint["channel_values"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=Path, default=Path("runs"), help="the runs folder holding checkpoints.sqlite")
+    parser.add_argument("--run-id", required=True)
+    parser.add_argument("--episodes", type=int, default=50, help="validation seeds each order plays")
+    args = parser.parse_args()
+    if args.episodes < 1:
+        raise SystemExit("--episodes must be 1 or more")
+    state = final_state(args.runs, args.run_id)
+    if state.get("task") not in TASKS or not TASKS[state["task"]].is_score or not state.get("plan"):
+        raise SystemExit(f"run {args.run_id!r} is not a score plan's run (task {state.get('task')!r}): only a score "
+                         "plan's chain is reordered")
+    settings_file = args.runs / args.run_id / "settings.json"
+    if settings_file.exists():
+        saved = json.loads(settings_file.read_text())
+    else:
+        saved = {}
+        print(f"note: no {settings_file}: the default target and skill threshold are used")
+    defaults = RunSettings.model_fields
+    threshold = saved.get("skill_threshold", defaults["skill_threshold"].default)
+    target = saved.get("target_success", defaults["target_success"].default)
+    skills = dict(state.get("skills") or {})
+    for sub in state.get("plan", []):
+        if sub["name"] not in skills and sub["name"] in (state.get("best") or {}):
+            record = skill_from_best(state, sub["name"], threshold)
+            if record is not None:
+                skills[sub["name"]] = record
+    worlds = validation_seeds(args.episodes)
+    results = {}
+    for label in ("plan order", "weak skills last"):
+        plan_order = mock.patch.object(executor, "score_play_order", lambda names, *_: list(range(len(names))))
+        with plan_order if label == "plan order" else contextlib.nullcontext():
+            r = executor.evaluate_chain(state["task"], state["plan"], skills, len(worlds), 0, record=False,
+                                        max_steps=saved.get("eval_max_steps"), worlds=worlds, target=target)
+        if not r.get("ran"):
+            raise SystemExit(f"{label}: the chain did not run ({r.get('reason')})")
+        results[label] = r
+        low, high = r["crafter_score_ci95"]
+        print(f"{label}: Crafter score {r['crafter_score']:.1f} [{low:.1f}-{high:.1f}] over {r['episodes']} "
+              f"validation seeds {worlds[0]}..{worlds[-1]}")
+        print("  order: " + ", ".join(step.split(":")[0] for step in r["chain"]))
+    before, after = (results[k]["achievement_rates"] for k in ("plan order", "weak skills last"))
+    moved = [f"{a} {before[a]:.0f}% -> {after[a]:.0f}%" for a in sorted(before) if before[a] != after[a]]
+    print("achievements that moved: " + ("; ".join(moved) if moved else "none"))
+
+
+if __name__ == "__main__":
+    main()
