@@ -2,8 +2,8 @@
 
     python -m benchmarks.score_chain_order --runs runs --run-id crafter_score-20261127-114336-d277 --episodes 50
 
-Reads the run's final state from its checkpoint (RUNS/checkpoints.sqlite; a skill a limit cut short is taken
-from its best attempt, as the executor does) and plays its chain twice on the same `--episodes` validation
+Reads the run's final state from its checkpoint (RUNS/checkpoints.sqlite) and its settings, takes the skills
+the executor would (`nodes.executor.chain_skills`), and plays the chain twice on the same `--episodes` validation
 seeds (never the held-out ones): in the plan's order, and in the order held-out play uses
 (`nodes.executor.score_play_order`: the skills that met the target in plan order, then the others, the
 likeliest first, each after what it needs). Prints each order and its Crafter score with the 95% bootstrap
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import sqlite3
 from pathlib import Path
 from unittest import mock
@@ -22,9 +21,8 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from envs.seeds import validation_seeds
 from envs.tasks import TASKS
+from graph.settings import SettingsError, load_run_settings
 from nodes import executor
-from nodes.attempt.outcome import skill_from_best
-from nodes.settings import RunSettings
 
 
 def final_state(runs: Path, run_id: str) -> dict:
@@ -50,28 +48,19 @@ def main() -> None:
     if state.get("task") not in TASKS or not TASKS[state["task"]].is_score or not state.get("plan"):
         raise SystemExit(f"run {args.run_id!r} is not a score plan's run (task {state.get('task')!r}): only a score "
                          "plan's chain is reordered")
-    settings_file = args.runs / args.run_id / "settings.json"
-    if settings_file.exists():
-        saved = json.loads(settings_file.read_text())
-    else:
-        saved = {}
-        print(f"note: no {settings_file}: the default target and skill threshold are used")
-    defaults = RunSettings.model_fields
-    threshold = saved.get("skill_threshold", defaults["skill_threshold"].default)
-    target = saved.get("target_success", defaults["target_success"].default)
-    skills = dict(state.get("skills") or {})
-    for sub in state.get("plan", []):
-        if sub["name"] not in skills and sub["name"] in (state.get("best") or {}):
-            record = skill_from_best(state, sub["name"], threshold)
-            if record is not None:
-                skills[sub["name"]] = record
+    try:
+        settings = load_run_settings(args.runs, args.run_id)
+    except SettingsError as exc:
+        raise SystemExit(str(exc)) from None
+    skills = executor.chain_skills(state, settings.skill_threshold)
     worlds = validation_seeds(args.episodes)
     results = {}
     for label in ("plan order", "weak skills last"):
         plan_order = mock.patch.object(executor, "score_play_order", lambda names, *_: list(range(len(names))))
         with plan_order if label == "plan order" else contextlib.nullcontext():
             r = executor.evaluate_chain(state["task"], state["plan"], skills, len(worlds), 0, record=False,
-                                        max_steps=saved.get("eval_max_steps"), worlds=worlds, target=target)
+                                        max_steps=settings.eval_max_steps, worlds=worlds,
+                                        target=settings.target_success)
         if not r.get("ran"):
             raise SystemExit(f"{label}: the chain did not run ({r.get('reason')})")
         results[label] = r

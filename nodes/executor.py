@@ -338,17 +338,23 @@ def evaluate_chain(task: str, plan: Sequence[Mapping[str, Any]], skills: Mapping
                if first is not None and furthest is not None else {})}
 
 
+def chain_skills(state: Mapping[str, Any], threshold: float) -> dict[str, Any]:
+    """The skills a run's chain plays: its kept skills, and for a plan subtask a limit stopped mid-way, its best
+    attempt so far (what was reached)."""
+    skills = dict(state.get("skills") or {})
+    for sub in state.get("plan", []):
+        if sub["name"] not in skills and sub["name"] in (state.get("best") or {}):
+            record = skill_from_best(state, sub["name"], threshold)
+            if record is not None:
+                skills[sub["name"]] = record
+    return skills
+
+
 def executor(state: RLGPTState, runtime: Runtime[RunContext]) -> dict:
     settings = context_of(runtime).settings
     episodes = settings.eval_episodes
     seed = settings.seed
-    skills = dict(state.get("skills") or {})
-    # a limit may stop the loops mid-subtask: its best attempt so far is what was reached
-    for sub in state.get("plan", []):
-        if sub["name"] not in skills and sub["name"] in (state.get("best") or {}):
-            record = skill_from_best(state, sub["name"], settings.skill_threshold)
-            if record is not None:
-                skills[sub["name"]] = record
+    skills = chain_skills(state, settings.skill_threshold)
     try:
         result = evaluate_chain(state["task"], state.get("plan", []), skills, episodes, seed,
                                 max_steps=settings.eval_max_steps, target=settings.target_success)

@@ -102,10 +102,10 @@ def _kept_status(skill: Skill, target: float) -> str:
     """What happened to a skill made in this run: 'passed' only when it met the target (by the pass rule's
     count for a code test, over the runs that reached the skill when it replayed earlier ones);
     otherwise 'kept' with the rate it was kept at (below the target, or below the skill threshold too)."""
-    if skill_meets_target(skill.to_state(), target):
+    record = skill.to_state()
+    if skill_meets_target(record, target):
         return "passed"
-    given = skill.success_given_start
-    judged = judged_rate({"success_rate": skill.success_rate, "success_given_start": given})
+    given, judged = skill.success_given_start, judged_rate(record)
     rate = f"{judged:.0%} from its start" if given is not None and given != skill.success_rate else f"{judged:.0%}"
     # below the threshold the skill still plays in this run's chain; it is only not saved for other runs
     return f"kept at {rate}, below the {'target' if skill.passing else 'skill threshold (played here, not saved)'}"
