@@ -13,27 +13,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import sqlite3
 from pathlib import Path
 from unittest import mock
 
-from langgraph.checkpoint.sqlite import SqliteSaver
-
+from benchmarks.finished_runs import final_state
 from envs.seeds import validation_seeds
 from envs.tasks import TASKS
 from graph.settings import SettingsError, load_run_settings
 from nodes import executor
-
-
-def final_state(runs: Path, run_id: str) -> dict:
-    db = runs / "checkpoints.sqlite"
-    if not db.exists():
-        raise SystemExit(f"no checkpoints in {runs} (expected {db})")
-    with sqlite3.connect(db, check_same_thread=False) as conn:
-        saved = SqliteSaver(conn).get_tuple({"configurable": {"thread_id": run_id}})
-    if saved is None:
-        raise SystemExit(f"no run {run_id!r} in {db}")
-    return saved.checkpoint["channel_values"]
 
 
 def main() -> None:

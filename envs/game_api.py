@@ -240,7 +240,7 @@ class GameAPI:
 
     @property
     def pos(self) -> Pos:
-        """Player position as odometry from the episode start (x right, y down)."""
+        """Player position (absolute: odometry from the episode start)."""
         return self._current().pos
 
     @property
@@ -323,7 +323,7 @@ class GameAPI:
     # -- memory of this episode --
 
     def material_at(self, pos: Pos) -> str:
-        """Remembered material at an absolute (odometry) position; 'unknown' if never seen."""
+        """Remembered material at an absolute position."""
         x, y = pos[0] + _MEMORY_RADIUS, pos[1] + _MEMORY_RADIUS
         if not (0 <= x < _MEMORY_SIZE and 0 <= y < _MEMORY_SIZE):
             return UNKNOWN
@@ -546,8 +546,8 @@ class GameAPI:
             self._refusal = f"go_near: max_steps={max_steps} ran out before it got near {' and '.join(wanted)}"
 
     def is_sheltered(self) -> bool:
-        """Whether the player is walled in: the remembered walkable tiles joined to its own are at most
-        a few, and every tile around them is known and solid.
+        """Whether the player is walled in: a few walkable tiles at most, every tile around them known and
+        solid.
 
         Zombies walk on grass, sand and path only and hit only from a tile next to the player, so none can
         reach it there."""
@@ -659,11 +659,11 @@ class GameAPI:
                              f"and sealing (a creature in it?; the player is at {_xy(self.pos)})")
 
     def leave_shelter(self, max_steps: int = 12) -> Iterator[str]:
-        """Mine a way out of a shelter and step out: a wall with known walkable ground behind it first (the
-        entrance), else any wall the pickaxes held can mine. Returns when out, or when no wall can be mined (a
-        table seal and no pickaxe).
+        """Mine a way out of a shelter (a wall with known open ground behind it first) and step out; returns
+        when out, or when no wall can be mined (a table seal and no pickaxe).
 
-        It tries from either tile of the pocket; stone, coal, iron and diamond turn to path when mined."""
+        Without such a wall it mines any wall the pickaxes held can mine. It tries from either tile of the
+        pocket; stone, coal, iron and diamond turn to path when mined."""
         self._refusal = None
         if not self.is_sheltered():
             self._refusal = "leave_shelter: the player is not walled in (nothing to do)"

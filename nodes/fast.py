@@ -249,6 +249,13 @@ def pending_code(decomposition: DecompositionEntry, lib: SubtaskCode) -> list[Su
             if (lib.replanned(a) if a["name"] in lib.versions else a["name"] not in lib.skill_entries)]
 
 
+def reused_skills(decomposition: DecompositionEntry, lib: SubtaskCode) -> list[str]:
+    """Coded sub-actions that name an earlier skill and are not written for this subtask: played as they are
+    (the complement of pending_code among earlier skills' names)."""
+    return [a["name"] for a in coded(decomposition["sub_actions"])
+            if a["name"] in lib.skill_entries and a["name"] not in lib.versions]
+
+
 def _call(name: str, args: dict) -> dict:
     return {"name": name, "args": args, "id": f"call_{uuid.uuid4().hex[:12]}", "type": "tool_call"}
 
@@ -289,6 +296,7 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCo
     context: FastFacts = {
         "subtask": subtask, "task_description": TASKS[subtask].description, "mode": mode,
         "sub_action": sub_action, "decomposition": decomposition,
+        "reused": reused_skills(decomposition, lib) if mode == "code" else [],  # a policy writes no code
         # the actions the graph composes go on an action head only: listed when a policy is configured
         "library": listing(lib.pool, lib.graph_actions() if mode == "rl" else []),
         # the chain's own stay_alive, where tests replay earlier skills and the model has not replaced it; not

@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from functools import cache
+from itertools import groupby
 from typing import Any, cast
 
 from envs.coded import coded_action
@@ -79,13 +80,16 @@ def public_members() -> list[str]:
     return [name for name in vars(GameAPI) if not name.startswith("_")]
 
 
+def _text(name: str) -> str:
+    return first_paragraph(_function(vars(GameAPI)[name]).__doc__) or NOTES.get(name, "")
+
+
 def member_lines() -> dict[str, str]:
     """Member name -> its reference line."""
     lines = {}
     for name in public_members():
-        member = vars(GameAPI)[name]
-        text = first_paragraph(_function(member).__doc__) or NOTES.get(name, "")
-        lines[name] = f"- {_call_form(name, member)}" + (f": {text}" if text else "")
+        text = _text(name)
+        lines[name] = f"- {_call_form(name, vars(GameAPI)[name])}" + (f": {text}" if text else "")
     return lines
 
 
@@ -94,14 +98,34 @@ def _decorator_line() -> str:
     # a model reading 'checked before each call' took a false precondition for a no-op inside its chain
     return (f"@coded_action({params}): {first_paragraph(coded_action.__doc__)} Both hold for a call made on its "
             "own (an RL policy's choice, a test of the action alone): a false `precondition` (game -> bool) makes "
-            "it do nothing, and a policy cannot choose it then; `max_steps` ends it. A `yield from name(game)` "
-            "checks neither: it runs the function to its end.")
+            "it do nothing (a policy cannot choose it then); `max_steps` ends it. `yield from name(game)` checks "
+            "neither.")
+
+
+def _plain_type(name: str) -> str | None:
+    """The type of a property whose line says nothing beyond it (no docstring, no note), else None."""
+    member = vars(GameAPI)[name]
+    if isinstance(member, property) and not _text(name):
+        returns = inspect.signature(_function(member)).return_annotation
+        return None if returns is inspect.Signature.empty else str(returns)
+    return None
+
+
+def _grouped_lines() -> list[str]:
+    """member_lines, with neighbouring plain properties of one type on one line (game.food, game.drink)."""
+    lines = member_lines()
+    out = []
+    for kind, group in groupby(lines, key=lambda name: _plain_type(name) or f"(own line) {name}"):
+        names = list(group)
+        out.append(f"- {', '.join(f'game.{n}' for n in names)} -> {kind}" if len(names) > 1 else lines[names[0]])
+    return out
 
 
 @cache
 def api_reference() -> str:
-    """Conventions, the coded_action decorator and one line per public GameAPI member."""
-    return "\n".join([_CONVENTIONS, _decorator_line(), *member_lines().values()])
+    """Conventions, the coded_action decorator and one line per public GameAPI member (neighbouring plain
+    properties of one type share a line)."""
+    return "\n".join([_CONVENTIONS, _decorator_line(), *_grouped_lines()])
 
 
 @cache

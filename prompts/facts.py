@@ -173,6 +173,7 @@ class FastFacts(TypedDict):
     mode: Kind
     sub_action: SubActionEntry           # the one to write or train now
     decomposition: DecompositionEntry
+    reused: NotRequired[list[str]]       # its coded sub-actions that are earlier skills, reused as they are
     library: list[dict[str, Any]]        # nodes.skills.pool.listing
     examples: dict[str, str]             # few-shot example name -> source
     last_attempt: LastAttempt | None

@@ -12,7 +12,7 @@ are clipped to a fixed share of the window. The keys each role gets are typed in
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, overload
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
@@ -113,12 +113,15 @@ def _sub_action_line(a: Mapping[str, Any]) -> str:
     return f"- {a.get('name')} ({a.get('kind')}): {a.get('reason', '')}" + (f" [{extra}]" if extra else "")
 
 
-def _decomposition(d: Mapping[str, Any] | None, current: str | None = None) -> str:
+def _decomposition(d: Mapping[str, Any] | None, current: str | None = None, reused: Sequence[str] = ()) -> str:
+    """The plan's lines; `current` marked, `reused` (earlier skills the plan names) said to play as they are."""
     if not d:
         return ""
     lines = []
     for a in d.get("sub_actions", []):
         line = _sub_action_line(a)
+        if a.get("name") in reused:  # no call asks for it: a model expecting to rewrite it would wait in vain
+            line += "  <- an earlier skill, reused as it is (to change it, write it under its name)"
         lines.append(line + "  <- this one now" if a.get("name") == current else line)
     if d.get("reason"):
         lines.append(f"Reason: {d['reason']}")
@@ -184,7 +187,15 @@ def _slow_system(c: SlowFacts) -> str:
 
 # -- fast -------------------------------------------------------------------------------------------
 
-def _library(entries: list[Mapping[str, Any]]) -> str:
+def _signature(e: Mapping[str, Any]) -> str:
+    """`name` for a coded action's usual `name(game)` (the heading says how to call one), else the full
+    signature: a plain helper is called without `yield from`."""
+    signature = str(e.get("signature") or e.get("name"))
+    return str(e.get("name")) if signature == f"{e.get('name')}(game)" and not e.get("helper") else signature
+
+
+def _library(entries: list[Mapping[str, Any]], shown: frozenset[str] = frozenset()) -> str:
+    """One line per coded action; `shown`: names whose source the prompt's examples hold (no docstring then)."""
     lines = []
     for e in entries[:LIBRARY_LINES]:
         rate = e.get("success_rate")
@@ -194,8 +205,9 @@ def _library(entries: list[Mapping[str, Any]]) -> str:
             f", success {rate:.2f}" if isinstance(rate, (int, float)) else "")
         doc = " ".join(str(e.get("doc") or "").split())
         doc = doc if len(doc) <= DOC_CHARS else doc[:DOC_CHARS - 3] + "..."
-        lines.append(f"- {e.get('signature') or e.get('name')} [{tag}]" + (f": {doc}" if doc else ""))
-    rest = [str(e.get("signature") or e.get("name")) for e in entries[LIBRARY_LINES:]]
+        doc = "source under Few-shot examples" if e.get("name") in shown and e.get("kind") == "built-in" else doc
+        lines.append(f"- {_signature(e)} [{tag}]" + (f": {doc}" if doc else ""))
+    rest = [_signature(e) for e in entries[LIBRARY_LINES:]]
     if sum(len(r) + 2 for r in rest) > REST_CHARS:  # every name still, without its arguments
         rest = [str(e.get("name")) for e in entries[LIBRARY_LINES:]]
     if rest:
@@ -203,11 +215,18 @@ def _library(entries: list[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _builtins_shown(examples: Mapping[str, str]) -> frozenset[str]:
+    """The examples that are a built-in's own source: what runs under that name."""
+    return frozenset(name for name, src in examples.items()
+                     if name in BUILTIN_ACTIONS and src.strip() == builtin_source(name).strip())
+
+
 def _examples(examples: Mapping[str, str]) -> str:
-    def heading(name: str, src: str) -> str:  # an example that is a built-in's own source is what runs under its name
-        builtin = name in BUILTIN_ACTIONS and src.strip() == builtin_source(name).strip()
-        return f"### {name} (the built-in: the code that runs under this name)" if builtin else f"### {name}"
-    return "\n".join(f"{heading(name, src)}\n```python\n{src.rstrip()}\n```" for name, src in examples.items())
+    builtins = _builtins_shown(examples)
+
+    def heading(name: str) -> str:
+        return f"### {name} (the built-in's source, as it runs)" if name in builtins else f"### {name}"
+    return "\n".join(f"{heading(name)}\n```python\n{src.rstrip()}\n```" for name, src in examples.items())
 
 
 def _last_attempt(last: Mapping[str, Any] | None, mode: str) -> tuple[str, str]:
@@ -246,9 +265,8 @@ def _limits(limits: Mapping[str, Any] | None, mode: str) -> str:
         capped = f" (capped at the {left} left: each episode gets its share)" if spent < cost else ""
         used = limits.get("last_round_steps")
         typical = f"; your last round used {used}" if used is not None else ""
-        lines.append(f"One test round plays {seeds} episodes of up to {steps} steps, each ending at the "
-                     f"subtask's achievement or a death: it costs up to {spent} steps{capped}{typical}; `max_steps` "
-                     "caps it.")
+        lines.append(f"A test round: {seeds} episodes of up to {steps} steps, up to {spent} steps in all{capped}"
+                     f"{typical}; `max_steps` caps it.")
     if mode == "code" and limits.get("max_code_chars"):
         lines.append(f"An answer's code holds at most {limits['max_code_chars']} characters.")
     if limits.get("budget_left") is not None:
@@ -271,7 +289,8 @@ def _mode(c: FastFacts) -> str:
 
 
 def _render_fast(c: FastFacts) -> str:
-    """Keys: subtask, task_description, mode, sub_action, decomposition, library, examples (code mode),
+    """Keys: subtask, task_description, mode, sub_action, decomposition, reused (code mode: the plan's earlier
+    skills, played as they are), library, examples (code mode),
     last_attempt (or previous_attempt, the code the critic sent back), feedback, limits, rl / configured
     (configured_view: the same with coded actions by name) / configure_error (rl mode)."""
     _require("fast", c, "subtask", "sub_action")
@@ -281,7 +300,9 @@ def _render_fast(c: FastFacts) -> str:
     todo = _pairs({"template": template, "target": action.get("target"),
                    "item": action.get("item"), "coded actions": action.get("coded_actions")})
     job = (f"Write the coded action `{name}`." if mode == "code" else f"Train the learned sub-action `{name}`.")
-    job += f" Why it is {mode}: {action.get('reason', '-')}" + (f"\nSlow agent's hints: {todo}" if todo else "")
+    listed = any(a.get("name") == name for a in (c.get("decomposition") or {}).get("sub_actions", []))
+    if not listed:  # else its line above, marked "this one now", carries the reason and the hints
+        job += f" Why it is {mode}: {action.get('reason', '-')}" + (f"\nSlow agent's hints: {todo}" if todo else "")
     attempt_title, attempt = _last_attempt(c.get("last_attempt"), mode)
     previous = c.get("previous_attempt")
     if not attempt and previous:
@@ -293,10 +314,13 @@ def _render_fast(c: FastFacts) -> str:
                          + (" and what happened" if previous.get("report") else ""))
     parts = [
         _section("Subtask", _subtask_line(c["subtask"], c.get("task_description"))),
-        _section("Decomposition (the slow agent's plan for it)", _decomposition(c.get("decomposition"), name)),
+        _section("Decomposition (the slow agent's plan for it)",
+                 _decomposition(c.get("decomposition"), name, c.get("reused") or ())),
         _section("Your job now", job),
         _section("Library: coded actions already written" + (
-            " (call with `yield from name(game)`)" if mode == "code" else ""), _library(list(c.get("library") or []))),
+            " (call with `yield from name(game)`)" if mode == "code" else ""),
+            _library(list(c.get("library") or []),
+                     _builtins_shown(c.get("examples") or {}) if mode == "code" else frozenset())),
     ]
     if mode == "code":
         parts.append(_section("Few-shot examples", _examples(c.get("examples") or {})))

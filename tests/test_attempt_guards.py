@@ -160,3 +160,29 @@ def test_a_sub_action_that_replaces_a_built_in_or_a_helper_is_loaded_not_played_
     assert tested_actions(decomposition) == ["dig_route", "stay_alive", "collect_iron", "collect_diamond"]
     drink = {"subtask": "collect_drink", "reason": "", "sub_actions": [_code("collect_drink")]}
     assert tested_actions(drink, {"collect_drink"}) == ["collect_drink"]  # the last one is the step under test
+
+
+def test_an_earlier_skill_the_plan_names_is_said_to_play_as_it_is():
+    """An answerer's plan listed collect_wood (solved earlier) to rewrite it; no call asked for it and "this one
+    now" jumped past it. The fast prompt now says on its line that it is reused as it is, and how to change it."""
+    from nodes.fast import SubtaskCode, fast_context, pending_code, reused_skills
+    from prompts.templates import messages_for
+
+    wood = SubAction(name="collect_wood", kind="code", reason="rewrite it to avoid zombies").model_dump()
+    coal = SubAction(name="collect_coal", kind="code", reason="mine coal").model_dump()
+    state = {"plan": [{"name": "collect_wood", "goal": "g", "success_condition": "c"},
+                      {"name": "collect_coal", "goal": "g", "success_condition": "c"}],
+             "subtask_index": 1, "outer_iter": 0, "last_attempt": None, "code_versions": [],
+             "skills": {"collect_wood": {"kind": "code", "success_rate": 1.0, "entry": "collect_wood",
+                                         "sources": ["def collect_wood(game):\n    yield 'do'\n"]}},
+             "decomposition": {"subtask": "collect_coal", "reason": "", "sub_actions": [wood, coal]}}
+    lib = SubtaskCode(state, RunSettings(task="collect_coal"))
+    assert [a["name"] for a in pending_code(state["decomposition"], lib)] == ["collect_coal"]
+    assert reused_skills(state["decomposition"], lib) == ["collect_wood"]
+    settings = RunSettings(task="collect_coal")
+    context = fast_context({**state, "budget_steps": 100_000}, settings, lib, "code", coal, [])
+    assert context["reused"] == ["collect_wood"]
+    assert fast_context({**state, "budget_steps": 100_000}, settings, lib, "rl", coal, [])["reused"] == []
+    human = str(messages_for("fast", context)[-1].content)
+    assert "- collect_wood (code): rewrite it to avoid zombies  <- an earlier skill, reused as it is" in human
+    assert "- collect_coal (code): mine coal  <- this one now" in human

@@ -13,7 +13,7 @@ from envs.tasks import ACHIEVEMENTS, TASKS
 from nodes.recipes import recipe_facts, template_for
 from prompts import loader
 from prompts.api_reference import NOTES, api_reference, first_paragraph, member_lines
-from prompts.fewshot import example_sources, examples_for
+from prompts.fewshot import builtin_source, example_sources, examples_for
 from prompts.rules import primitive_actions, rule_sheet
 from prompts.templates import ROLES, ContextError, messages_for
 
@@ -162,19 +162,51 @@ def test_fast_code_prompt_renders_the_contract():
     assert "Write the coded action `mine_diamond`" in human
     assert "- mine_diamond (code): walk to a remembered diamond and hit it [template collect; target diamond; " \
            "item diamond]  <- this one now" in human
-    for entry in _library():
-        assert f"- {entry['signature']} [code, success 0.90]" in human
+    for entry in _library():  # `name(game)` is listed by name: the heading says how to call it
+        assert f"- {entry['name']} [code, success 0.90]" in human
     assert "def collect_wood(game)" in human  # the example of the sub-action's template kind
+    # the sub-action's line above already holds its reason and hints
+    assert "Why it is code" not in human and "Slow agent's hints" not in human
     assert "Your last code and what happened (revision 2 of 3)" in human
     assert context["last_attempt"]["report"][-40:] in human and context["last_attempt"]["code"][-30:] in human
-    assert ("3 episodes of up to 10000 steps, each ending at the subtask's achievement or a death: it costs up to "
-            "30000 steps") in human
+    assert "A test round: 3 episodes of up to 10000 steps, up to 30000 steps in all" in human
     assert "subtasks_left 1" in human  # limits the prompt does not know still reach the model
     assert "Critic feedback" in human
     context["last_attempt"] = {"sub_action": "mine_diamond", "code": "def mine_diamond(game):\n    yield 'do'\n",
                                "report": None}
     human = str(messages_for("fast", context)[1].content)
     assert "## Your last code\n```python\ndef mine_diamond(game):" in human and "Report:" not in human
+
+
+def test_a_built_in_whose_source_is_shown_is_listed_without_its_docstring():
+    """Its source, docstring included, is under the examples: the listing says where instead of repeating it."""
+    context = fast_context()
+    doc = "Fight a zombie next to the player; shelter and sleep at night."
+    context["library"] = [{"name": "stay_alive", "signature": "stay_alive(game)", "kind": "built-in", "doc": doc},
+                          *_library()]
+    context["examples"] = {"stay_alive": builtin_source("stay_alive")}
+    human = str(messages_for("fast", context)[1].content)
+    assert "- stay_alive [built-in]: source under Few-shot examples" in human and doc not in human
+    assert "### stay_alive (the built-in's source, as it runs)" in human
+    context["examples"] = {"stay_alive": "def stay_alive(game):\n    yield 'noop'\n"}  # not what runs: listed
+    assert f"- stay_alive [built-in]: {doc}" in str(messages_for("fast", context)[1].content)
+
+
+def test_a_plain_helper_keeps_its_call_form_in_the_listing():
+    """Coded actions are listed by name under "call with `yield from name(game)`"; a helper is not one."""
+    context = fast_context()
+    context["library"] = [{"name": "near_water", "signature": "near_water(game)", "kind": "code", "helper": True,
+                           "doc": "Whether water is in view."}, *_library()]
+    human = str(messages_for("fast", context)[1].content)
+    assert "- near_water(game) [code, not a coded action]: Whether water is in view." in human
+
+
+def test_the_job_carries_the_reason_only_when_the_decomposition_does_not_list_the_sub_action():
+    context = fast_context()
+    context["decomposition"] = {**context["decomposition"], "sub_actions": context["decomposition"]["sub_actions"][:1]}
+    human = str(messages_for("fast", context)[1].content)
+    assert "Why it is code: walk to a remembered diamond and hit it" in human
+    assert "Slow agent's hints: template collect; target diamond; item diamond" in human
 
 
 def test_fast_prompt_states_the_sandbox_rules_the_lint_enforces():
@@ -199,6 +231,9 @@ def test_api_reference_lists_every_public_member_with_its_call_form():
     assert "- yield from game.go_to(target: Pos, max_steps=200, dig=False):" in reference  # helpers that act
     assert "- yield from game.defend() -> bool:" in reference
     assert "- game.pos -> Pos:" in reference and "- game.nearest(name: str) -> Pos | None:" in reference
+    # neighbouring properties with nothing to say beyond their type share a line
+    assert "- game.health, game.food, game.drink, game.energy -> int\n" in reference
+    assert "- game.sleeping -> bool\n" in reference
     assert "@coded_action(precondition=None, max_steps=200)" in reference
     assert first_paragraph(GameAPI.shelter.__doc__) in reference
     assert "absolute" in reference and "offsets (dx, dy)" in reference  # the coordinate conventions
@@ -389,12 +424,12 @@ def test_the_critic_hears_that_versions_were_compared_on_the_same_seeds():
 
 
 def test_the_test_cost_line_gives_the_last_rounds_real_cost_beside_the_worst_case():
-    """'costs up to 80000' alone reads as what a round takes; most episodes end long before their limit."""
+    """The line "up to 80000 steps" alone reads as what a round takes; most episodes end long before their limit."""
     context = fast_context()
     context["limits"] = {**context["limits"], "test_seeds": 8, "max_steps_per_test": 10000, "budget_left": 90000,
                          "last_round_steps": 4321}
     text = _text("fast", context)
-    assert "it costs up to 80000 steps; your last round used 4321; `max_steps` caps it." in text
+    assert "up to 80000 steps in all; your last round used 4321; `max_steps` caps it." in text
     assert "last_round_steps" not in text
     del context["limits"]["last_round_steps"]
     assert "your last round used" not in _text("fast", context)

@@ -217,7 +217,7 @@ def test_summary_for_the_agent_keeps_the_error_line_and_stays_under_the_cap():
     text = summarise_reports_for_agent(reports, max_chars=1500)
     assert len(text) <= 1500
     first = text.splitlines()[0]
-    assert first.startswith("code tests on 10 seeds:") and "1 error" in first
+    assert first.startswith("code tests on 10 seeds (steps count from each episode's start):") and "1 error" in first
     assert "seed 4: error (runtime) after 1 steps; line 3 in main" in text
     detail = text[text.index("--- detail of seed 4"):]
     assert "error: line 3 in main (`x = {}['missing']`): KeyError" in detail and "last view:" in detail

@@ -458,7 +458,9 @@ def summarise_reports_for_agent(reports: list[CodeRunReport | dict], max_chars: 
     if not rows:
         return "no code tests ran"
     counts = Counter(_ended_of(r) for r in rows)
-    lines = [f"code tests on {len(rows)} seeds: " + ", ".join(f"{n} {kind}" for kind, n in counts.most_common())]
+    # "at step N" below is the episode's step, not the action's: answerers asked which
+    lines = [f"code tests on {len(rows)} seeds (steps count from each episode's start): "
+             + ", ".join(f"{n} {kind}" for kind, n in counts.most_common())]
     needed = set(prerequisites)
     reached = {id(r): reached_action(r, needed, judged) for r in rows}
     started = [r for r in rows if reached[id(r)]]

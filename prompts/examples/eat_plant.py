@@ -38,7 +38,7 @@ def eat_plant(game):
         yield from game.go_to((game.pos[0] + ripe[0][0], game.pos[1] + ripe[0][1]), max_steps=30, dig=True)
         yield from ("do", "do") if game.is_facing("ripe_plant") else ()
         return
-    for _ in range(40):  # a sapling drops from one grass hit in ten
+    for _ in range(40):
         if game.has("sapling") and game.has("stone"):
             break
         yield from collect_sapling(game) if not game.has("sapling") else collect_stone(game)

@@ -3,7 +3,7 @@ def stay_alive(game):
     drink is below 2); drink when drink < 6, eat when food < 6.
 
     Nights (and rests when energy runs low) are spent in a sealed pocket (game.shelter), mined open at
-    dawn: zombies crowd the grass at night and hit a sleeping player hardest."""
+    dawn."""
     for name, dx, dy in game.creatures:
         if name == "zombie" and abs(dx) + abs(dy) == 1:
             x, y = game.pos
