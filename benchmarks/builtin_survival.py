@@ -75,7 +75,8 @@ def main() -> None:
     versions = [(f"as kept (the model's {args.function})" if dropped else
                  f"as kept (no {args.function} of the run's own: the built-in plays)", kept)]
     if dropped:
-        versions.append((f"the built-in {args.function} ({dropped} definitions dropped)", builtin))
+        versions.append((f"the built-in {args.function} ({dropped} definition{'s' if dropped > 1 else ''} dropped)",
+                         builtin))
     results = {}
     for label, skills in versions:
         try:

@@ -36,7 +36,7 @@ from nodes.context import RunContext, context_of
 from nodes.recipes import prerequisites
 from nodes.settings import RunSettings
 from nodes.skills.library import Skill
-from nodes.skills.pool import CHAIN_HELPERS, Pool, definitions, pool_of
+from nodes.skills.pool import Pool, chain_parts, definitions, pool_of
 from nodes.skills.records import needed_before
 from nodes.state import RLGPTState
 from prompts.fewshot import chain_as_action
@@ -73,7 +73,7 @@ class _ChainStep:
                 # to the stations they need (the furnace beside the table for the iron pickaxe).
                 steps = [name for name in (earlier or []) if name in pool] + [entry]
                 entry = f"play_{subtask}"
-                source = chain_as_action(pool.parts([*steps, *CHAIN_HELPERS]), steps, TASKS[subtask].max_steps,
+                source = chain_as_action(chain_parts(pool, steps), steps, TASKS[subtask].max_steps,
                                          entry, after=later or ())
             self.source = source
             try:

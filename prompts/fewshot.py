@@ -186,14 +186,21 @@ def builtin_source(name: str) -> str:
     raise KeyError(f"no built-in action '{name}'; built-ins: {', '.join(BUILTIN_ACTIONS)}")
 
 
+def swords_after(steps: Sequence[str]) -> list[str]:
+    """The swords a chain of `steps` makes besides its steps, one right after the pickaxe of the same
+    material: zombies chase the player at night, and a sword kills one in fewer hits than it takes to lose
+    the fight (Crafter: damage 2-3 vs 1)."""
+    return [_SWORD_AFTER[step] for step in steps if step in _SWORD_AFTER and _SWORD_AFTER[step] not in steps]
+
+
 def _with_swords(steps: list[str], sources: dict[str, str]) -> list[str]:
-    """Make a sword right after the pickaxe of the same material: zombies chase the player at night,
-    and a sword kills one in fewer hits than it takes to lose the fight (Crafter: damage 2-3 vs 1)."""
+    """`steps` with the swords of `swords_after` in place; a sword `sources` lacks plays the built-in."""
+    added = set(swords_after(steps))
     out = []
     for step in steps:
         out.append(step)
         sword = _SWORD_AFTER.get(step)
-        if sword and sword not in steps:
+        if sword in added:
             sources.setdefault(sword, builtin_source(sword))
             out.append(sword)
     return out

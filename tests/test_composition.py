@@ -294,3 +294,25 @@ def test_a_first_write_of_a_short_action_shows_no_stay_alive_example_and_a_repai
     assert "stay_alive" in examples("make", {"code": "y" * 100, "report": "seed 3: died at step 90 (zombie)"})
     assert "stay_alive" not in examples("make", {"code": "y" * (REPAIR_WITH_SURVIVAL_CHARS + 1),
                                                  "report": "seed 3: died at step 90 (zombie)"})
+
+
+def test_a_rewritten_sword_is_the_one_the_chain_makes_after_its_pickaxe():
+    """The chain makes a sword after each pickaxe; a model's make_wood_sword replaces the built-in in code tests,
+    in a learned skill's prefix action and in held-out play, as the prompt says (an answerer's rewrite was
+    dropped: the driver's helpers were taken from the pool without the swords, and the built-in put back)."""
+    from prompts.fewshot import builtin_source
+
+    sword = ("def make_wood_sword(game):\n    \"\"\"the model's sword: only with a table in reach\"\"\"\n"
+             "    if game.is_near('table', 8):\n        yield 'make_wood_sword'\n")
+    prefix = ["collect_wood", "place_table", "make_wood_pickaxe"]
+    steps = "\n\n".join(f"def {name}(game):\n    yield 'noop'\n" for name in [*prefix, "collect_stone"])
+    pool = code_pool.pool_of([])
+    pool.add(steps, subtask="collect_stone", kind="code")
+    builtin_only = pool.copy()
+    pool.add(sword, subtask="make_wood_pickaxe", kind="code")
+    program, _ = code_pool.test_program(pool, prefix, ["collect_stone"], 100)
+    assert "the model's sword" in program and builtin_source("make_wood_sword").splitlines()[1] not in program
+    assert "the model's sword" in code_pool.prefix_action(pool, prefix, 100, "reach_collect_stone")
+    assert "the model's sword" not in code_pool.test_program(pool, prefix[:2], ["collect_stone"], 100)[0]
+    assert builtin_source("make_wood_sword").splitlines()[1] in code_pool.test_program(
+        builtin_only, prefix, ["collect_stone"], 100)[0]

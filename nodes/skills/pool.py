@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-from prompts.fewshot import BUILTIN_ACTIONS, builtin_source, chain_as_action, chain_source
+from prompts.fewshot import BUILTIN_ACTIONS, builtin_source, chain_as_action, chain_source, swords_after
 from sandbox.lint import coded_action_names, parse
 
 # What a chain's `main` calls besides its steps (prompts.fewshot.chain_source adds them when missing).
@@ -304,6 +304,13 @@ def listing(pool: Pool, composed: Sequence[tuple[str, str]] = ()) -> list[dict[s
     return out
 
 
+def chain_parts(pool: Pool, steps: Sequence[str]) -> dict[str, str]:
+    """What a chain of `steps` plays, from the pool: the steps, the driver's helpers and the swords it makes
+    after the pickaxes, so that a model's rewrite of any of them plays there (a sword the pool lacks plays
+    the built-in)."""
+    return pool.parts([*steps, *CHAIN_HELPERS, *swords_after(steps)])
+
+
 def test_program(pool: Pool, prefix: Sequence[str], actions: Sequence[str],
                  max_steps: int) -> tuple[str, str | None]:
     """(code, action) of a code test: the prefix skills then `actions`, each retried until its achievement
@@ -313,7 +320,7 @@ def test_program(pool: Pool, prefix: Sequence[str], actions: Sequence[str],
     if len(order) == 1:
         return pool.program(order), order[0]
     # only what the chain calls: the rest of the library would only lengthen the program
-    return chain_source(pool.parts([*order, *CHAIN_HELPERS]), order, max_steps), None
+    return chain_source(chain_parts(pool, order), order, max_steps), None
 
 
 def with_library(pool: Pool, code: str) -> str:
@@ -327,7 +334,7 @@ def with_library(pool: Pool, code: str) -> str:
 def prefix_action(pool: Pool, prefix: Sequence[str], max_steps: int, name: str,
                   after: Sequence[str] = ()) -> str:
     """One coded action that plays the solved prefix of the plan (a policy starts in a fresh world)."""
-    return chain_as_action(pool.parts([*prefix, *CHAIN_HELPERS]), list(prefix), max_steps, name, after)
+    return chain_as_action(chain_parts(pool, prefix), list(prefix), max_steps, name, after)
 
 
 def self_contained(pool: Pool, name: str) -> str:
