@@ -221,9 +221,8 @@ def _builtins_shown(examples: Mapping[str, str]) -> frozenset[str]:
                      if name in BUILTIN_ACTIONS and src.strip() == builtin_source(name).strip())
 
 
-def _examples(examples: Mapping[str, str]) -> str:
-    builtins = _builtins_shown(examples)
-
+def _examples(examples: Mapping[str, str], builtins: frozenset[str]) -> str:
+    """The examples, each built-in's own source (`_builtins_shown`) headed as what runs under its name."""
     def heading(name: str) -> str:
         return f"### {name} (the built-in's source, as it runs)" if name in builtins else f"### {name}"
     return "\n".join(f"{heading(name)}\n```python\n{src.rstrip()}\n```" for name, src in examples.items())
@@ -312,6 +311,8 @@ def _render_fast(c: FastFacts) -> str:
                          f"`{name}` (resend it unchanged if it still fits the new plan)" if previous.get("replanned")
                          else f"Your code of outer iteration {outer}, which the critic sent back"
                          + (" and what happened" if previous.get("report") else ""))
+    examples = (c.get("examples") or {}) if mode == "code" else {}
+    shown = _builtins_shown(examples)  # listed without their docstrings: the examples hold them
     parts = [
         _section("Subtask", _subtask_line(c["subtask"], c.get("task_description"))),
         _section("Decomposition (the slow agent's plan for it)",
@@ -319,11 +320,10 @@ def _render_fast(c: FastFacts) -> str:
         _section("Your job now", job),
         _section("Library: coded actions already written" + (
             " (call with `yield from name(game)`)" if mode == "code" else ""),
-            _library(list(c.get("library") or []),
-                     _builtins_shown(c.get("examples") or {}) if mode == "code" else frozenset())),
+            _library(list(c.get("library") or []), shown)),
     ]
     if mode == "code":
-        parts.append(_section("Few-shot examples", _examples(c.get("examples") or {})))
+        parts.append(_section("Few-shot examples", _examples(examples, shown)))
     else:
         rl: dict[str, Any] = dict(c.get("rl") or {})
         bounds = _pairs({"default": rl.pop("train_steps", None), "min": rl.pop("min_train_steps", None),
