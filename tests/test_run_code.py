@@ -197,6 +197,33 @@ def test_a_zombie_death_is_reported_and_kept_in_a_shortened_trace():
     assert "Z zombie" in report.last_view and "zombie 1 " in report.last_view
 
 
+def test_a_report_keeps_the_bars_every_50_steps_and_a_detail_shows_them_ending_at_the_death():
+    # answerers could not tell from a trace's end when food ran low or when the night caught the player
+    report = run_code(IDLE, seed=2, max_steps=2000, wall_time_s=20)
+    samples = report.vitals.split(", ")
+    steps = [int(s.split(" ")[0].rstrip("*")) for s in samples]
+    assert steps[:-1] == list(range(0, 50 * (len(steps) - 1), 50)) and steps[-1] == report.steps
+    assert samples[0] == "0 9/9/9/9" and samples[-1].split(" ")[1].startswith("0/")  # health 0 at the death
+    # the bars drop as the steps pass: food about 1 per 25 steps awake
+    food = [int(s.split(" ")[1].split("/")[1]) for s in samples]
+    assert food == sorted(food, reverse=True) and food[0] - food[-1] >= report.steps // 25 - 2
+    assert samples[-1].split(" ")[0].endswith("*") == (report.daylight_at_end < 0.4)  # '*': dark
+    assert "main" not in report.vitals  # a chain's main is not a skill; this code has no other function
+    detail = summarise_reports_for_agent([report], max_chars=2350)
+    line = next(row for row in detail.splitlines() if row.startswith("bars by step"))
+    assert line.endswith(samples[-1]) and "health/food/drink/energy" in line
+    assert f"bars by step (health/food/drink/energy; * dark): {report.vitals}" in report.to_text()
+
+
+def test_a_long_timeline_keeps_its_start_and_as_much_of_its_end_as_fits():
+    from tools.run_code import _vitals_line
+
+    vitals = ", ".join(f"{t} 9/{9 - t // 300}/8/7" for t in range(0, 3000, 50))
+    line = _vitals_line(vitals, 200)
+    assert len(line) <= 200 and line.endswith("2950 9/0/8/7") and ": 0 9/9/8/7, ..., " in line
+    assert _vitals_line(vitals, 10) == "" and _vitals_line("0 9/9/9/9", 200).endswith(": 0 9/9/9/9")
+
+
 def test_trace_drops_the_middle_and_keeps_the_end():
     trace = TraceBuilder(max_chars=1000)
     for t in range(1, 3001):

@@ -57,6 +57,9 @@ Ended = Literal["success", "died", "out_of_steps", "action_returned", "error", "
 LAST_HURTS = 6  # health losses listed in a death's detail
 MAX_REFUSAL_HELPERS = 6  # helpers listed with their refusals in a report
 MAX_FIRST_STEPS = 40  # functions whose first step a report keeps (what a judged action's start is read from)
+VITALS_EVERY = 50  # steps between two samples of the bars in a report's timeline
+MAX_VITALS = 200  # samples kept (10,000 steps)
+VITALS_HEADING = "bars by step (health/food/drink/energy; * dark)"
 
 
 class CodeRunReport(BaseModel):
@@ -89,6 +92,8 @@ class CodeRunReport(BaseModel):
     inventory_before: dict[str, int] = Field(default_factory=dict)
     inventory_after: dict[str, int] = Field(default_factory=dict)
     trace: str = ""
+    vitals: str = Field("", description="the bars every 50 steps and at the end: 'step health/food/drink/energy', "
+                                        "'*' after a step in the dark, and the skill running where it changed")
     running_at_end: str = Field("", description="the functions the code was in at its last step, outermost first "
                                 "('main > make_iron_pickaxe > go_to'), as the sandbox said")
     first_steps: dict[str, int] = Field(default_factory=dict, description="each function the code was in at some "
@@ -113,6 +118,8 @@ class CodeRunReport(BaseModel):
                  f"task success: {self.task_success}; steps used: {self.steps}"]
         if self.death_detail:
             lines.append(f"death: {self.death_cause}; {self.death_detail}")
+        if self.vitals:
+            lines.append(f"{VITALS_HEADING}: {self.vitals}")
         if self.error:
             lines.append(f"error: {self.error}")
         if self.refusals:
@@ -201,6 +208,34 @@ class _Progress:
         self.running = ""  # the functions the code was in at the last step
         self.first_steps: dict[str, int] = {}  # function -> the first step taken inside it
         self.faced = self._faced()  # what a 'do' hits: read before the step, shown on its trace line
+        # (step, bars, dark, skill) every VITALS_EVERY steps: answerers could not tell from a trace's end
+        # whether food ran out from too little hunting or no cows, or when the night caught the player
+        self.vitals: list[tuple[int, tuple[int, ...], bool, str]] = []
+        self._sample("")
+
+    def _sample(self, running: str) -> None:
+        if len(self.vitals) >= MAX_VITALS:
+            return
+        parts = [p for p in running.split(" > ") if p]
+        if parts[:1] == ["main"]:  # a chain's main: the skill is what runs inside it
+            parts = parts[1:]
+        skill = parts[0] if parts else ""
+        dark = float(self.observation().daylight) < NIGHT_BELOW
+        self.vitals.append((self.steps, tuple(int(self.inventory.get(k, 0)) for k in STATUS_KEYS), dark, skill))
+
+    def vitals_text(self) -> str:
+        """'0 9/9/9/9 collect_wood, 50 9/8/7/8, ..., 200* 7/3/2/5 collect_iron': the skill where it changed."""
+        out, shown = [], ""
+        samples = list(self.vitals)
+        if self.steps and (not samples or samples[-1][0] != self.steps):  # the end, whatever its step
+            samples.append((self.steps, tuple(int(self.inventory.get(k, 0)) for k in STATUS_KEYS),
+                            float(self.observation().daylight) < NIGHT_BELOW, ""))
+        for step, bars, dark, skill in samples:
+            text = f"{step}{'*' if dark else ''} {'/'.join(map(str, bars))}"
+            if skill and skill != shown:
+                text, shown = f"{text} {skill}", skill
+            out.append(text)
+        return ", ".join(out)
 
     def on_step(self, name: str, obs, reward: float, info: dict) -> None:
         self.steps += 1
@@ -221,6 +256,8 @@ class _Progress:
                 self.first_steps[function] = self.steps
         self.faced = self._faced()
         self.inventory, self.achievements = inventory, list(info["achievements"])
+        if self.steps % VITALS_EVERY == 0:
+            self._sample(running)
         if self.frames and len(self.frames) < MAX_GIF_FRAMES:
             self.frames.append(self.env.render())
         if time.monotonic() > self.deadline:
@@ -265,7 +302,8 @@ class _Progress:
                                                           f"at the end: {_bars_text(self.inventory)}",
                           daylight_at_end=round(float(self.observation().daylight), 2))
             self.trace.note(f"step {self.steps}: the player died ({cause}); {_bars_text(self.inventory)}")
-        fields.update(trace=self.trace.render(), last_view=describe_view(self.observation()))
+        fields.update(trace=self.trace.render(), last_view=describe_view(self.observation()),
+                      vitals=self.vitals_text())
         return fields
 
 
@@ -606,6 +644,9 @@ def _detail(report: dict, budget: int) -> str:
             clean_text(r, REFUSAL_CHARS, mark=False) for r in report["refusals"]))
     elif report.get("last_refusal"):
         parts.append(f"a helper stopped short: {report['last_refusal']}")
+    if report.get("vitals"):  # a third of the room at most: the trace's end still shows the last moves
+        vitals = _vitals_line(str(report["vitals"]), (budget - sum(len(p) + 1 for p in parts)) // 3)
+        parts += [vitals] if vitals else []
     room = budget - sum(len(p) + 1 for p in parts)
     view = _whole_lines(f"last view:\n{report['last_view']}", room // 2) if report.get("last_view") else ""
     room -= len(view) + len("trace (end):\n[... earlier lines dropped ...]\n") + 1
@@ -630,6 +671,22 @@ def _detail(report: dict, budget: int) -> str:
     room = budget - len(kept) - (1 if kept else 0)
     following = text[len(kept) + (1 if kept else 0):].split("\n", 1)[0]
     return kept + ("\n" if kept else "") + _cut(following, room) if room >= MIN_CUT_LINE_CHARS else kept
+
+
+def _vitals_line(vitals: str, room: int) -> str:
+    """The timeline of the bars in `room` characters: its first sample, then as many of the last as fit (the
+    end is where the player died); empty when not even two samples fit."""
+    line = f"{VITALS_HEADING}: {vitals}"
+    if len(line) <= room:
+        return line
+    samples = vitals.split(", ")
+    head = f"{VITALS_HEADING}: {samples[0]}, ..."
+    tail: list[str] = []
+    for sample in reversed(samples[1:]):
+        if len(head) + sum(len(t) + 2 for t in tail) + len(sample) + 2 > room:
+            break
+        tail.insert(0, sample)
+    return f"{head}, {', '.join(tail)}" if tail else ""
 
 
 def _whole_lines(text: str, room: int) -> str:
