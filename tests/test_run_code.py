@@ -208,19 +208,58 @@ def test_a_report_keeps_the_bars_every_50_steps_and_a_detail_shows_them_ending_a
     food = [int(s.split(" ")[1].split("/")[1]) for s in samples]
     assert food == sorted(food, reverse=True) and food[0] - food[-1] >= report.steps // 25 - 2
     assert samples[-1].split(" ")[0].endswith("*") == (report.daylight_at_end < 0.4)  # '*': dark
-    assert "main" not in report.vitals  # a chain's main is not a skill; this code has no other function
+    assert samples[1].endswith(" main") and report.vitals.count("main") == 1  # named once, where it began
     detail = summarise_reports_for_agent([report], max_chars=2350)
     line = next(row for row in detail.splitlines() if row.startswith("bars by step"))
     assert line.endswith(samples[-1]) and "health/food/drink/energy" in line
-    assert f"bars by step (health/food/drink/energy; * dark): {report.vitals}" in report.to_text()
+    assert f"bars by step (health/food/drink/energy; * dark; what main ran, where it changed): {report.vitals}" \
+        in report.to_text()
 
 
-def test_a_long_timeline_keeps_its_start_and_as_much_of_its_end_as_fits():
-    from tools.run_code import _vitals_line
+CHAIN_TO_WATER = '''
+def wander(game):
+    for _ in range(60):
+        yield "noop"
 
-    vitals = ", ".join(f"{t} 9/{9 - t // 300}/8/7" for t in range(0, 3000, 50))
-    line = _vitals_line(vitals, 200)
-    assert len(line) <= 200 and line.endswith("2950 9/0/8/7") and ": 0 9/9/8/7, ..., " in line
+def drink(game):
+    for _ in range(1000):
+        yield "noop"
+
+def main(game):
+    yield from wander(game)
+    for _ in range(45):
+        yield "noop"
+    yield from drink(game)
+'''
+
+
+def test_the_timeline_names_the_skill_main_ran_where_it_changed_and_at_the_end():
+    report = run_code(CHAIN_TO_WATER, seed=2, max_steps=130, wall_time_s=20)
+    assert report.steps == 130 and report.running_at_end == "main > drink"
+    assert [s.split(" ", 2)[2:] for s in report.vitals.split(", ")] == [[], ["wander"], ["main"], ["drink"]]
+    assert report.vitals.split(", ")[-1].startswith("130")
+
+
+def test_no_step_no_timeline():
+    report = run_code("def main(game):\n    raise ValueError('no')\n    yield 'noop'\n", max_steps=10, **FAST)
+    assert report.steps == 0 and report.vitals == ""
+    assert "bars by step" not in summarise_reports_for_agent([report], max_chars=2350)
+
+
+def test_a_long_timeline_is_thinned_over_the_whole_run_and_keeps_its_last_samples():
+    from tools.run_code import VITALS_HEADING, _vitals_line
+
+    vitals = ", ".join(f"{t} 9/{9 - t // 300}/8/7" + (" collect_iron" if t == 1000 else "")
+                       for t in range(0, 3000, 50))
+    line = _vitals_line(vitals, 320)
+    assert len(line) <= 320 and line.startswith(f"{VITALS_HEADING}: 0 9/9/8/7, ")
+    kept = [int(s.split(" ")[0]) for s in line.split(": ", 1)[1].split(", ")]
+    assert kept[-4:] == [2800, 2850, 2900, 2950]  # the end as it is
+    stride = kept[1] - kept[0]
+    assert stride > 50 and kept[:-4] == list(range(0, kept[-5] + 1, stride))  # the rest evenly, from the start
+    # the skill is said at the first kept sample after it changed, though its own sample was dropped
+    named = [s for s in line.split(", ") if s.endswith("collect_iron")]
+    assert len(named) == 1 and int(named[0].split(" ")[0]) == min(t for t in kept if t >= 1000)
     assert _vitals_line(vitals, 10) == "" and _vitals_line("0 9/9/9/9", 200).endswith(": 0 9/9/9/9")
 
 

@@ -59,7 +59,9 @@ MAX_REFUSAL_HELPERS = 6  # helpers listed with their refusals in a report
 MAX_FIRST_STEPS = 40  # functions whose first step a report keeps (what a judged action's start is read from)
 VITALS_EVERY = 50  # steps between two samples of the bars in a report's timeline
 MAX_VITALS = 200  # samples kept (10,000 steps)
-VITALS_HEADING = "bars by step (health/food/drink/energy; * dark)"
+VITALS_HEADING = "bars by step (health/food/drink/energy; * dark; what main ran, where it changed)"
+VITALS_LAST = 4  # a timeline thinned to fit keeps its last samples at every VITALS_EVERY steps: the death is there
+MAX_VITALS_CHARS = 320  # a detail's timeline at most: the trace's end and the view keep the rest
 
 
 class CodeRunReport(BaseModel):
@@ -93,7 +95,7 @@ class CodeRunReport(BaseModel):
     inventory_after: dict[str, int] = Field(default_factory=dict)
     trace: str = ""
     vitals: str = Field("", description="the bars every 50 steps and at the end: 'step health/food/drink/energy', "
-                                        "'*' after a step in the dark, and the skill running where it changed")
+                                        "'*' after a step in the dark, and what main ran where it changed")
     running_at_end: str = Field("", description="the functions the code was in at its last step, outermost first "
                                 "('main > make_iron_pickaxe > go_to'), as the sandbox said")
     first_steps: dict[str, int] = Field(default_factory=dict, description="each function the code was in at some "
@@ -118,10 +120,10 @@ class CodeRunReport(BaseModel):
                  f"task success: {self.task_success}; steps used: {self.steps}"]
         if self.death_detail:
             lines.append(f"death: {self.death_cause}; {self.death_detail}")
-        if self.vitals:
-            lines.append(f"{VITALS_HEADING}: {self.vitals}")
         if self.error:
             lines.append(f"error: {self.error}")
+        if self.vitals:
+            lines.append(f"{VITALS_HEADING}: {self.vitals}")
         if self.refusals:
             lines.append("helpers that stopped short: " + "; ".join(self.refusals))
         elif self.last_refusal:
@@ -210,32 +212,30 @@ class _Progress:
         self.faced = self._faced()  # what a 'do' hits: read before the step, shown on its trace line
         # (step, bars, dark, skill) every VITALS_EVERY steps: answerers could not tell from a trace's end
         # whether food ran out from too little hunting or no cows, or when the night caught the player
-        self.vitals: list[tuple[int, tuple[int, ...], bool, str]] = []
-        self._sample("")
+        self.vitals: list[str] = []  # 'step[*] h/f/d/e what', `what` where it changed (vitals_text)
+        self._shown = ""
+        self._sample()
 
-    def _sample(self, running: str) -> None:
+    def _sample(self) -> None:
         if len(self.vitals) >= MAX_VITALS:
             return
-        parts = [p for p in running.split(" > ") if p]
-        if parts[:1] == ["main"]:  # a chain's main: the skill is what runs inside it
-            parts = parts[1:]
-        skill = parts[0] if parts else ""
-        dark = float(self.observation().daylight) < NIGHT_BELOW
-        self.vitals.append((self.steps, tuple(int(self.inventory.get(k, 0)) for k in STATUS_KEYS), dark, skill))
+        # what main ran: a chain's skill (its first function inside main), else the function the code was in
+        parts = [p for p in self.running.split(" > ") if p]
+        what = (parts[1] if len(parts) > 1 and parts[0] == "main" else parts[0]) if parts else ""
+        dark = "*" if float(self.observation().daylight) < NIGHT_BELOW else ""
+        text = f"{self.steps}{dark} {'/'.join(str(int(self.inventory.get(k, 0))) for k in STATUS_KEYS)}"
+        if what and what != self._shown:
+            text, self._shown = f"{text} {what}", what
+        self.vitals.append(text)
 
     def vitals_text(self) -> str:
-        """'0 9/9/9/9 collect_wood, 50 9/8/7/8, ..., 200* 7/3/2/5 collect_iron': the skill where it changed."""
-        out, shown = [], ""
-        samples = list(self.vitals)
-        if self.steps and (not samples or samples[-1][0] != self.steps):  # the end, whatever its step
-            samples.append((self.steps, tuple(int(self.inventory.get(k, 0)) for k in STATUS_KEYS),
-                            float(self.observation().daylight) < NIGHT_BELOW, ""))
-        for step, bars, dark, skill in samples:
-            text = f"{step}{'*' if dark else ''} {'/'.join(map(str, bars))}"
-            if skill and skill != shown:
-                text, shown = f"{text} {skill}", skill
-            out.append(text)
-        return ", ".join(out)
+        """'0 9/9/9/9, 50 9/8/7/8 collect_wood, ..., 200* 7/3/2/5 collect_iron, 219* 0/3/2/5': every
+        VITALS_EVERY steps and the end; empty when the code took no step."""
+        if not self.steps:
+            return ""
+        if not self.vitals[-1].startswith(f"{self.steps} ") and not self.vitals[-1].startswith(f"{self.steps}* "):
+            self._sample()  # the end, whatever its step
+        return ", ".join(self.vitals)
 
     def on_step(self, name: str, obs, reward: float, info: dict) -> None:
         self.steps += 1
@@ -257,7 +257,7 @@ class _Progress:
         self.faced = self._faced()
         self.inventory, self.achievements = inventory, list(info["achievements"])
         if self.steps % VITALS_EVERY == 0:
-            self._sample(running)
+            self._sample()
         if self.frames and len(self.frames) < MAX_GIF_FRAMES:
             self.frames.append(self.env.render())
         if time.monotonic() > self.deadline:
@@ -645,7 +645,8 @@ def _detail(report: dict, budget: int) -> str:
     elif report.get("last_refusal"):
         parts.append(f"a helper stopped short: {report['last_refusal']}")
     if report.get("vitals"):  # a third of the room at most: the trace's end still shows the last moves
-        vitals = _vitals_line(str(report["vitals"]), (budget - sum(len(p) + 1 for p in parts)) // 3)
+        vitals = _vitals_line(str(report["vitals"]),
+                              min(MAX_VITALS_CHARS, (budget - sum(len(p) + 1 for p in parts)) // 3))
         parts += [vitals] if vitals else []
     room = budget - sum(len(p) + 1 for p in parts)
     view = _whole_lines(f"last view:\n{report['last_view']}", room // 2) if report.get("last_view") else ""
@@ -674,19 +675,30 @@ def _detail(report: dict, budget: int) -> str:
 
 
 def _vitals_line(vitals: str, room: int) -> str:
-    """The timeline of the bars in `room` characters: its first sample, then as many of the last as fit (the
-    end is where the player died); empty when not even two samples fit."""
+    """The timeline of the bars in `room` characters. One that does not fit is thinned, not cut: every k-th
+    sample over the whole run (an answerer shown only the two ends could not see what happened at dusk) and the
+    last VITALS_LAST as they are; what main ran is said again where it changed between the kept samples.
+    Empty when not even the first and the last fit."""
     line = f"{VITALS_HEADING}: {vitals}"
     if len(line) <= room:
         return line
-    samples = vitals.split(", ")
-    head = f"{VITALS_HEADING}: {samples[0]}, ..."
-    tail: list[str] = []
-    for sample in reversed(samples[1:]):
-        if len(head) + sum(len(t) + 2 for t in tail) + len(sample) + 2 > room:
-            break
-        tail.insert(0, sample)
-    return f"{head}, {', '.join(tail)}" if tail else ""
+    samples = []  # (step and bars, what main ran then)
+    what = ""
+    for sample in vitals.split(", "):
+        step, bars, *named = sample.split(" ", 2)
+        what = named[0] if named else what
+        samples.append((f"{step} {bars}", what))
+    last = max(1, len(samples) - VITALS_LAST)
+    for stride in range(2, len(samples) + 1):
+        kept = [samples[i] for i in range(last) if i % stride == 0] + samples[last:]
+        out, shown = [], ""
+        for text, what in kept:
+            out.append(f"{text} {what}" if what and what != shown else text)
+            shown = what or shown
+        line = f"{VITALS_HEADING}: {', '.join(out)}"
+        if len(line) <= room:
+            return line
+    return ""
 
 
 def _whole_lines(text: str, room: int) -> str:
