@@ -9,7 +9,13 @@ import pytest
 
 from envs.seeds import EVAL_SEED_BASE, VALIDATION_SEED_BASE
 from nodes.attempt.results import summarise_code_runs
-from tools.run_code import CodeRunReport, run_code, run_code_in_env, summarise_reports_for_agent
+from tools.run_code import (
+    VITALS_HEADING,
+    CodeRunReport,
+    run_code,
+    run_code_in_env,
+    summarise_reports_for_agent,
+)
 from tools.trace import TraceBuilder, reached_action
 
 CHOP_WOOD = '''
@@ -212,8 +218,27 @@ def test_a_report_keeps_the_bars_every_50_steps_and_a_detail_shows_them_ending_a
     detail = summarise_reports_for_agent([report], max_chars=2350)
     line = next(row for row in detail.splitlines() if row.startswith("bars by step"))
     assert line.endswith(samples[-1]) and "health/food/drink/energy" in line
-    assert f"bars by step (health/food/drink/energy; * dark; what main ran, where it changed): {report.vitals}" \
-        in report.to_text()
+    assert f"{VITALS_HEADING}: {report.vitals}" in report.to_text()
+
+
+def test_a_crowded_report_still_shows_the_first_detail_s_timeline():
+    # eight deaths with long lines: a third of what the first detail's death lines left was too little for
+    # any timeline (an answerer on crafter_score never saw one); the timeline now comes before view and trace
+    vitals = ", ".join(f"{t}{'*' if t % 300 > 160 else ''} 9/{max(0, 9 - t // 60)}/7/5" for t in range(0, 900, 50))
+    rows = [{"seed": 1900 + k, "ok": True, "ended": "died", "steps": 880 + k, "death_cause": "starvation",
+             "daylight_at_end": 0.1, "running_at_end": "main > eat_plant > stay_alive > eat_up > eat_cow",
+             "death_detail": "health lost in the last steps: " + ", ".join(f"step {800 + 10 * i} zombie -2"
+                                                                           for i in range(6))
+                             + "; at the end: health 0, food 0, drink 7, energy 7",
+             "inventory_after": {"health": 0, "food": 0, "drink": 7, "energy": 7, "sapling": 1, "wood": 3},
+             "achievements_unlocked": ["collect_wood", "place_plant"], "vitals": vitals,
+             "trace": "\n".join(f"step {t}: move_left" for t in range(850, 881)),
+             "last_view": "@ you, on grass\n" + "\n".join("........." for _ in range(7))} for k in range(8)]
+    text = summarise_reports_for_agent(rows, max_chars=2350)
+    assert len(text) <= 2350
+    first = text.split("--- detail of seed")[1]
+    line = next(row for row in first.splitlines() if row.startswith(VITALS_HEADING))
+    assert line.endswith("850* 9/0/7/5") and line.split(": ", 1)[1].startswith("0 9/9/7/5, ")
 
 
 CHAIN_TO_WATER = '''

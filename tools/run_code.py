@@ -59,9 +59,11 @@ MAX_REFUSAL_HELPERS = 6  # helpers listed with their refusals in a report
 MAX_FIRST_STEPS = 40  # functions whose first step a report keeps (what a judged action's start is read from)
 VITALS_EVERY = 50  # steps between two samples of the bars in a report's timeline
 MAX_VITALS = 200  # samples kept (10,000 steps)
-VITALS_HEADING = "bars by step (health/food/drink/energy; * dark; what main ran, where it changed)"
+VITALS_HEADING = "bars by step (health/food/drink/energy, * dark, what main ran)"
 VITALS_LAST = 4  # a timeline thinned to fit keeps its last samples at every VITALS_EVERY steps: the death is there
 MAX_VITALS_CHARS = 320  # a detail's timeline at most: the trace's end and the view keep the rest
+MIN_VITALS_CHARS = 200  # ... and at least, before the view and the trace's end: in a crowded report a third of
+# what the death's lines leave was too little for any timeline, and the answerers read it before either
 
 
 class CodeRunReport(BaseModel):
@@ -644,9 +646,9 @@ def _detail(report: dict, budget: int) -> str:
             clean_text(r, REFUSAL_CHARS, mark=False) for r in report["refusals"]))
     elif report.get("last_refusal"):
         parts.append(f"a helper stopped short: {report['last_refusal']}")
-    if report.get("vitals"):  # a third of the room at most: the trace's end still shows the last moves
-        vitals = _vitals_line(str(report["vitals"]),
-                              min(MAX_VITALS_CHARS, (budget - sum(len(p) + 1 for p in parts)) // 3))
+    if report.get("vitals"):  # a third of the room, within bounds: the trace's end still shows the last moves
+        left = budget - sum(len(p) + 1 for p in parts)
+        vitals = _vitals_line(str(report["vitals"]), min(MAX_VITALS_CHARS, max(left // 3, MIN_VITALS_CHARS), left))
         parts += [vitals] if vitals else []
     room = budget - sum(len(p) + 1 for p in parts)
     view = _whole_lines(f"last view:\n{report['last_view']}", room // 2) if report.get("last_view") else ""
