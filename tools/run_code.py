@@ -58,7 +58,7 @@ LAST_HURTS = 6  # health losses listed in a death's detail
 MAX_REFUSAL_HELPERS = 6  # helpers listed with their refusals in a report
 MAX_FIRST_STEPS = 40  # functions whose first step a report keeps (what a judged action's start is read from)
 VITALS_EVERY = 50  # steps between two samples of the bars in a report's timeline
-MAX_VITALS = 200  # samples kept (10,000 steps)
+MAX_VITALS = MAX_STEPS_LIMIT // VITALS_EVERY + 1  # samples kept, the end's aside: the longest test whole
 VITALS_HEADING = "bars by step (health/food/drink/energy, * dark, what main ran)"
 VITALS_LAST = 4  # a timeline thinned to fit keeps its last samples at every VITALS_EVERY steps: the death is there
 MAX_VITALS_CHARS = 320  # a detail's timeline at most: the trace's end and the view keep the rest
@@ -212,15 +212,17 @@ class _Progress:
         self.running = ""  # the functions the code was in at the last step
         self.first_steps: dict[str, int] = {}  # function -> the first step taken inside it
         self.faced = self._faced()  # what a 'do' hits: read before the step, shown on its trace line
-        # (step, bars, dark, skill) every VITALS_EVERY steps: answerers could not tell from a trace's end
-        # whether food ran out from too little hunting or no cows, or when the night caught the player
+        # the bars every VITALS_EVERY steps: answerers could not tell from a trace's end whether food ran out
+        # from too little hunting or no cows, or when the night caught the player
         self.vitals: list[str] = []  # 'step[*] h/f/d/e what', `what` where it changed (vitals_text)
         self._shown = ""
+        self._sampled_at = -1
         self._sample()
 
-    def _sample(self) -> None:
-        if len(self.vitals) >= MAX_VITALS:
+    def _sample(self, end: bool = False) -> None:
+        if (len(self.vitals) >= MAX_VITALS and not end) or self._sampled_at == self.steps:
             return
+        self._sampled_at = self.steps
         # what main ran: a chain's skill (its first function inside main), else the function the code was in
         parts = [p for p in self.running.split(" > ") if p]
         what = (parts[1] if len(parts) > 1 and parts[0] == "main" else parts[0]) if parts else ""
@@ -235,8 +237,7 @@ class _Progress:
         VITALS_EVERY steps and the end; empty when the code took no step."""
         if not self.steps:
             return ""
-        if not self.vitals[-1].startswith(f"{self.steps} ") and not self.vitals[-1].startswith(f"{self.steps}* "):
-            self._sample()  # the end, whatever its step
+        self._sample(end=True)  # the end, whatever its step (nothing when it was just sampled)
         return ", ".join(self.vitals)
 
     def on_step(self, name: str, obs, reward: float, info: dict) -> None:
@@ -687,9 +688,9 @@ def _vitals_line(vitals: str, room: int) -> str:
     samples = []  # (step and bars, what main ran then)
     what = ""
     for sample in vitals.split(", "):
-        step, bars, *named = sample.split(" ", 2)
-        what = named[0] if named else what
-        samples.append((f"{step} {bars}", what))
+        words = sample.split(" ", 2)  # step, bars and, where it changed, what main ran
+        what = words[2] if len(words) > 2 else what
+        samples.append((" ".join(words[:2]), what))
     last = max(1, len(samples) - VITALS_LAST)
     for stride in range(2, len(samples) + 1):
         kept = [samples[i] for i in range(last) if i % stride == 0] + samples[last:]
