@@ -34,7 +34,8 @@ class TaskEnv(gym.Env):
     metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
 
     def __init__(self, backend: Backend, task: str | Task = "collect_wood", obs_kind: str = "symbolic",
-                 max_steps: int | None = None, reward: str = "task", render_mode: str | None = "rgb_array"):
+                 max_steps: int | None = None, reward: str = "task", render_mode: str | None = "rgb_array",
+                 end_on_success: bool = True):
         self.task = task if isinstance(task, Task) else get_task(task)
         if obs_kind not in OBS_KINDS:
             raise ValueError(f"obs_kind must be one of {OBS_KINDS}, got {obs_kind!r}")
@@ -47,6 +48,9 @@ class TaskEnv(gym.Env):
         self.reward_kind = reward
         self.max_steps = max_steps or self.task.max_steps
         self.render_mode = render_mode
+        # False for a code test: the code plays on to its return, as it does in a held-out chain; the task's
+        # reward then comes once, on the step its achievement unlocks
+        self.end_on_success = end_on_success
         self.primitive_actions = tuple(backend.primitive_actions)
         self.action_space = gym.spaces.Discrete(len(self.primitive_actions))
         self.observation_space = backend.policy_space(obs_kind)
@@ -56,6 +60,7 @@ class TaskEnv(gym.Env):
         self._episode = 0
         self._seeded = False
         self._unlocked: set[str] = set()
+        self._succeeded = False
         self._steps = 0
         self._limit = 0
         self._done = True
@@ -87,6 +92,7 @@ class TaskEnv(gym.Env):
             self.backend.restore(start.world, start.spawn, reseed=self._seed)
             self._steps = int(start.steps)
         self._unlocked = self.backend.achievements()
+        self._succeeded = self.task.is_success(self._unlocked)
         self._limit = self._steps + self.max_steps
         self._done = False
         player_obs = self.backend.player_observation(self._steps)
@@ -114,9 +120,10 @@ class TaskEnv(gym.Env):
         self._steps += 1
         self._unlocked = self.backend.achievements()
         success = self.task.is_success(self._unlocked)
+        first_success, self._succeeded = success and not self._succeeded, self._succeeded or success
         if self.reward_kind == "task":
-            reward = 1.0 if success else 0.0
-            terminated = bool(dead or success)
+            reward = 1.0 if (success if self.end_on_success else first_success) else 0.0
+            terminated = bool(dead or (success and self.end_on_success))
         else:
             reward = native_reward
             terminated = bool(dead)
@@ -164,8 +171,9 @@ class CrafterEnv(TaskEnv):
     """The default environment: a task on Crafter."""
 
     def __init__(self, task: str | Task = "collect_wood", obs_kind: str = "symbolic",
-                 max_steps: int | None = None, reward: str = "task", render_mode: str | None = "rgb_array"):
-        super().__init__(CrafterBackend(), task, obs_kind, max_steps, reward, render_mode)
+                 max_steps: int | None = None, reward: str = "task", render_mode: str | None = "rgb_array",
+                 end_on_success: bool = True):
+        super().__init__(CrafterBackend(), task, obs_kind, max_steps, reward, render_mode, end_on_success)
 
     def frame(self, size: int = 64):
         """A picture of the current state for a human (`CrafterBackend.frame`): it leaves the episode as it was."""

@@ -193,14 +193,15 @@ def swords_after(steps: Sequence[str]) -> list[str]:
     return [_SWORD_AFTER[step] for step in steps if step in _SWORD_AFTER and _SWORD_AFTER[step] not in steps]
 
 
-def _with_swords(steps: list[str], sources: dict[str, str]) -> list[str]:
-    """`steps` with the swords of `swords_after` in place; a sword `sources` lacks plays the built-in."""
+def _with_swords(steps: list[str], sources: dict[str, str], after_last: bool = True) -> list[str]:
+    """`steps` with the swords of `swords_after` in place (but after the last step only with `after_last`);
+    a sword `sources` lacks plays the built-in."""
     added = set(swords_after(steps))
     out = []
-    for step in steps:
+    for k, step in enumerate(steps):
         out.append(step)
         sword = _SWORD_AFTER.get(step)
-        if sword in added:
+        if sword in added and (after_last or k < len(steps) - 1):
             sources.setdefault(sword, builtin_source(sword))
             out.append(sword)
     return out
@@ -222,7 +223,8 @@ def chain_as_action(sources: dict[str, str], steps: list[str] | tuple[str, ...],
 
 
 def chain_source(sources: dict[str, str], steps: list[str] | tuple[str, ...], max_steps: int,
-                 after: Sequence[str] = (), needs: Mapping[str, Sequence[str]] | None = None) -> str:
+                 after: Sequence[str] = (), needs: Mapping[str, Sequence[str]] | None = None,
+                 ends_with_last: bool = False) -> str:
     """Sources plus a `main` that plays `steps` (coded-action names) in order with the chain driver
     (prompts/chain_driver.py, which says how). `after` names the steps that follow in other actions, so
     that a station is still placed next to what they need. It generalises the chain example
@@ -230,11 +232,14 @@ def chain_source(sources: dict[str, str], steps: list[str] | tuple[str, ...], ma
 
     With `needs` (step -> the achievements it needs first: a score plan), a step that fails is passed
     over instead of ending the chain, and so is a step whose needs did not unlock.
+
+    With `ends_with_last` (a code test of the last step) `main` returns when the last step does: no sword
+    after it.
     """
     from envs.tasks import ACHIEVEMENTS
 
     sources = dict(sources)
-    steps = _with_swords(list(steps), sources)
+    steps = _with_swords(list(steps), sources, after_last=not ends_with_last)
     for name in ("explore", "collect_drink", "collect_food", "stay_alive"):
         sources.setdefault(name, builtin_source(name))
     unknown = [s for s in steps if s not in sources and not any(f"def {s}(" in src for src in sources.values())]

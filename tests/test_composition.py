@@ -316,3 +316,7 @@ def test_a_rewritten_sword_is_the_one_the_chain_makes_after_its_pickaxe():
     assert "the model's sword" not in code_pool.test_program(pool, prefix[:2], ["collect_stone"], 100)[0]
     assert builtin_source("make_wood_sword").splitlines()[1] in code_pool.test_program(
         builtin_only, prefix, ["collect_stone"], 100)[0]
+    # a test of the pickaxe itself ends when the pickaxe's action returns: the sword after it is the next
+    # subtask's prefix, as held-out play goes on from there
+    tested, _ = code_pool.test_program(pool, prefix[:2], [prefix[2]], 100)
+    assert "(make_wood_pickaxe, 'make_wood_pickaxe')," in tested and "(make_wood_sword," not in tested

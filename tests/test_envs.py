@@ -108,6 +108,19 @@ def test_task_reward_terminates_on_success():
         env.step(0)
 
 
+def test_a_code_test_s_env_plays_on_past_the_success_and_rewards_it_once():
+    env = CrafterEnv("collect_wood", end_on_success=False)  # run_code's: the code plays on to its return
+    env.reset(seed=3)
+    game = env.game
+    target = game.nearest("tree")
+    for move in [*game.path_to(target), *game.face(target)]:
+        env.step(ACTION_INDEX[move])
+    _, reward, terminated, _, info = env.step(ACTION_INDEX["do"])
+    assert reward == 1.0 and not terminated and info["success"] and info["inventory"]["wood"] == 1
+    later = [env.step(ACTION_INDEX["do"]) for _ in range(3)]  # a second wood: no second reward, still going
+    assert [o[1] for o in later] == [0.0] * 3 and not any(o[2] for o in later) and all(o[4]["success"] for o in later)
+
+
 def test_truncation_at_max_steps_and_crafter_reward_kind():
     env = CrafterEnv("collect_diamond", max_steps=5, reward="crafter")
     env.reset(seed=0)

@@ -376,6 +376,14 @@ def test_the_fast_prompt_names_exactly_the_sandbox_builtins():
     assert names == set(SAFE_BUILTINS) | {"print"}
 
 
+def test_the_fast_prompt_says_where_a_test_stops_a_code_that_plays_on():
+    """The prompt's figure is the harness's (prompts sit below tools and cannot read it)."""
+    from tools.run_code import AFTER_SUCCESS_STEPS
+
+    text = " ".join((Path(__file__).resolve().parents[1] / "prompts" / "fast_code.md").read_text().split())
+    assert f"then yours to its return (stopped {AFTER_SUCCESS_STEPS} steps past the achievement)" in text
+
+
 def test_the_critic_hears_when_few_runs_reached_the_judged_action():
     """A pass on 1 of 1 judged runs says little: the critic is told how many of the test runs got there."""
     from prompts.templates import _target_verdict

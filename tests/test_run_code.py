@@ -184,6 +184,34 @@ def test_how_the_episode_ended_is_reported():
     assert wood.ended == "success" and "ended: success at step" in wood.to_text()
 
 
+def test_a_test_plays_the_code_on_past_the_achievement_to_its_return():
+    """Held-out play goes on from where a skill returns, so a test does too (answerers' skills starved after
+    their achievement, where no test had run them); a skill that never returns is stopped, a death counts."""
+    from tools.run_code import AFTER_SUCCESS_STEPS
+
+    then_idle = CHOP_WOOD.replace("            return", "            for _ in range(30):\n"
+                                  "                yield 'noop'\n            return")
+    report = run_code(then_idle, seed=0, max_steps=500, wall_time_s=20)
+    assert report.ended == "success" and report.task_success and not report.stopped_after_success
+    assert report.steps == report.success_step + 30
+    assert f"success at step {report.success_step} (returned at {report.steps})" in report.to_text()
+    assert f"{report.seed} at step {report.success_step} (returned at {report.steps})" in \
+        summarise_reports_for_agent([report])
+
+    forever = CHOP_WOOD.replace("            return", "            while True:\n                yield 'noop'")
+    stopped = run_code(forever, seed=7, max_steps=2000, wall_time_s=30)  # no zombie comes to the idle player
+    assert stopped.task_success and stopped.stopped_after_success
+    assert stopped.steps == stopped.success_step + AFTER_SUCCESS_STEPS
+    assert f"(still running at {stopped.steps}, stopped)" in stopped.to_text()
+
+    then_lava = CHOP_WOOD.replace("            return", "            break") + INTO_LAVA.split("def main(game):\n")[1]
+    died = run_code(then_lava, seed=2, max_steps=1000, wall_time_s=30)
+    assert died.ended == "died" and died.death_cause == "lava" and not died.task_success
+    assert "collect_wood" in died.achievements_unlocked and died.success_step < died.steps
+    assert f"{died.steps - died.success_step} steps after the achievement, before the code returned" in \
+        summarise_reports_for_agent([died])
+
+
 def test_a_death_in_lava_is_reported_with_its_cause_at_the_end_of_the_trace():
     report = run_code(INTO_LAVA, seed=1, max_steps=1000, wall_time_s=20)
     assert report.ok and report.ended == "died" and report.death_cause == "lava"

@@ -62,6 +62,9 @@ MAX_VITALS = MAX_STEPS_LIMIT // VITALS_EVERY + 1  # samples kept, the end's asid
 VITALS_HEADING = "bars by step (health/food/drink/energy, * dark, what main ran)"
 VITALS_LAST = 4  # a timeline thinned to fit keeps its last samples at every VITALS_EVERY steps: the death is there
 MAX_VITALS_CHARS = 320  # a detail's timeline at most: the trace's end and the view keep the rest
+# A test plays the code on past the subtask's achievement to its return, as a held-out chain does (code that
+# ran only after it was never tested: answerers' skills starved or stalled there); this many steps at most
+AFTER_SUCCESS_STEPS = 200
 MIN_VITALS_CHARS = 200  # ... and at least, before the view and the trace's end: in a crowded report a third of
 # what the death's lines leave was too little for any timeline, and the answerers read it before either
 
@@ -89,7 +92,12 @@ class CodeRunReport(BaseModel):
     task: str = ""
     seed: int = 0
     action: str | None = Field(None, description="the coded action that ran")
-    task_success: bool = False
+    task_success: bool = Field(False, description="the subtask's achievement unlocked and the player was alive "
+                                                  "when the code returned (or was stopped, below)")
+    success_step: int | None = Field(None, description="the step the subtask's achievement unlocked; the code then "
+                                                      "played on to its return")
+    stopped_after_success: bool = Field(False, description=f"still running {AFTER_SUCCESS_STEPS} steps after the "
+                                                           "achievement: the test stopped it there")
     steps: int = Field(0, description="primitive environment steps the code used")
     achievements_before: list[str] = Field(default_factory=list, description="unlocked before the code ran")
     achievements_unlocked: list[str] = Field(default_factory=list, description="unlocked at the end (all of them)")
@@ -151,13 +159,31 @@ def _ended_text(report: dict) -> str:
     """'died at step 57 (zombie)', 'error (runtime) after 3 steps', ... from a report as plain data."""
     steps, ended = report.get("steps") or 0, _ended_of(report)
     return {
-        "success": f"success at step {steps}",
-        "died": f"died at step {steps}{_night(report)} ({report.get('death_cause') or 'cause not recorded'})",
+        "success": f"success at step {_success_at(report)}",
+        "died": f"died at step {steps}{_night(report)} ({report.get('death_cause') or 'cause not recorded'})"
+                + _after_success(report),
         "out_of_steps": f"out of steps after {steps} steps",
         "action_returned": f"the action returned after {steps} steps without success",
         "error": f"error ({report.get('failure_kind') or 'unknown'}) after {steps} steps",
         "precondition": "the precondition was false: nothing to act on",
     }.get(ended, f"{ended} after {steps} steps")
+
+
+def _success_at(report: dict) -> str:
+    """'57', '57 (returned at 80)', '57 (still running at 257, stopped)': the achievement's step, and where the
+    code ended when it played on."""
+    steps, at = report.get("steps") or 0, report.get("success_step")
+    if at is None or at == steps:
+        return str(steps)
+    return f"{at} ({'still running at' if report.get('stopped_after_success') else 'returned at'} {steps}"\
+           f"{', stopped' if report.get('stopped_after_success') else ''})"
+
+
+def _after_success(report: dict) -> str:
+    """For a death after the subtask's achievement: how long after, before the code returned."""
+    at = report.get("success_step")
+    return "" if at is None else f", {(report.get('steps') or 0) - at} steps after the achievement, before the " \
+                                 "code returned"
 
 
 def _night(report: dict) -> str:
@@ -202,6 +228,7 @@ class _Progress:
         self.achievements_before = sorted(env.game.achievements)
         self.achievements = list(self.achievements_before)
         self.steps = 0
+        self.success_step: int | None = None  # the step the subtask's achievement unlocked
         self.hurts: list[tuple[int, str, int]] = []  # (step, likely cause, health lost)
         self.frames = [env.render()] if gif else []
         self.deadline = float("inf")
@@ -259,12 +286,16 @@ class _Progress:
                 self.first_steps[function] = self.steps
         self.faced = self._faced()
         self.inventory, self.achievements = inventory, list(info["achievements"])
+        if self.success_step is None and self.env.task.is_success(set(self.achievements)):
+            self.success_step = self.steps
         if self.steps % VITALS_EVERY == 0:
             self._sample()
         if self.frames and len(self.frames) < MAX_GIF_FRAMES:
             self.frames.append(self.env.render())
         if time.monotonic() > self.deadline:
             raise _OutOfTime
+        if self.success_step is not None and self.steps - self.success_step >= AFTER_SUCCESS_STEPS:
+            raise _RanOnAfterSuccess
 
     def _faced(self) -> str:
         """The creature or material on the tile the player faces."""
@@ -314,6 +345,10 @@ class _OutOfTime(Exception):
     """The test's wall-clock limit passed (raised from the step callback, in trusted code)."""
 
 
+class _RanOnAfterSuccess(Exception):
+    """The code was still running AFTER_SUCCESS_STEPS steps after the achievement (raised like _OutOfTime)."""
+
+
 def _events(before: dict[str, int], after: dict[str, int], new_achievements: list[str], reward: float) -> list[str]:
     events = [f"{key} {after.get(key, 0) - before.get(key, 0):+d}" for key in sorted(set(before) | set(after))
               if after.get(key, 0) != before.get(key, 0)]
@@ -359,7 +394,7 @@ def run_code(code: str, task: str = "collect_wood", seed: int = 0, max_steps: in
     except UnsafeCodeError as exc:
         return failed("unsafe", str(exc))
 
-    env = CrafterEnv(task=base["task"], obs_kind="symbolic", max_steps=max_steps)
+    env = CrafterEnv(task=base["task"], obs_kind="symbolic", max_steps=max_steps, end_on_success=False)
     env.reset(seed=seed)
     progress = _Progress(env, gif)
     wall = wall_time_s or default_wall_time(max_steps)
@@ -380,28 +415,35 @@ def run_code(code: str, task: str = "collect_wood", seed: int = 0, max_steps: in
         progress.deadline = start + wall
         progress.code = agent_code
         limit = _step_limit(agent_code, name, max_steps)
+        outcome, stopped = None, False
         try:
             outcome = agent_code.execute(env, name, max_steps=limit, on_step=progress.on_step,
                                          on_print=progress.on_print, on_refusal=progress.on_refusal)
         except _OutOfTime:
             return failed("timeout", f"timed out after {wall:g} s (wall-clock limit) after {progress.steps} steps",
                           **_seen(progress, name))
+        except _RanOnAfterSuccess:
+            stopped = True
     gif_path = _write_gif(progress.frames, output_dir, base) if gif else None
-    error, kind = outcome.error, None
-    if error:
+    error, kind = (outcome.error if outcome else None), None
+    if outcome and error:
         kind = "precondition" if outcome.precondition_failed else _failure_kind(error)
         if kind == "memory":
             error = f"exceeded the memory limit of {memory_mb} MiB ({error})"
         elif kind == "timeout":
             error = f"{error}; stopped after {outcome.steps} steps"
-    success = env.task.is_success(set(env.game.achievements))
-    ended: Ended = ("precondition" if kind == "precondition" else "error" if kind else "success" if success
-                    else "died" if progress.died()
-                    else "out_of_steps" if outcome.truncated or outcome.steps >= limit else "action_returned")
+    # held-out play goes on from where the code returns: a success is the achievement with the player alive
+    # then and the code ended cleanly
+    success = progress.success_step is not None and not progress.died() and not kind
+    ended: Ended = ("precondition" if kind == "precondition" else "error" if kind else "died" if progress.died()
+                    else "success" if success
+                    else "out_of_steps" if outcome is None or outcome.truncated or outcome.steps >= limit
+                    else "action_returned")
     report = CodeRunReport(
-        ok=error is None, error=error, failure_kind=kind, task_success=success, **_seen(progress, name),
-        ended=ended, gif_path=gif_path, wall_time_s=round(time.monotonic() - start, 3), **base)
-    if ended == "success" and not progress.died():  # a success on the step the player died starts nothing
+        ok=error is None, error=error, failure_kind=kind, task_success=success, stopped_after_success=stopped,
+        **_seen(progress, name), ended=ended, gif_path=gif_path, wall_time_s=round(time.monotonic() - start, 3),
+        **base)
+    if ended == "success":
         report._end_state = env.save_state(source=f"code test of {base['task']}")
     return report
 
@@ -424,7 +466,8 @@ def _failure_kind(error: str) -> str:
 
 def _seen(progress: _Progress, name: str) -> dict[str, Any]:
     """What the trusted side saw of the episode, up to where it ended or was stopped."""
-    return dict(action=name, steps=progress.steps, achievements_before=progress.achievements_before,
+    return dict(action=name, steps=progress.steps, success_step=progress.success_step,
+                achievements_before=progress.achievements_before,
                 achievements_unlocked=sorted(progress.achievements), inventory_before=progress.inventory_before,
                 inventory_after=progress.inventory, last_refusal=progress.refusal,
                 last_refusal_step=progress.refusal_step, refusals=progress.refusal_lines(),
@@ -523,7 +566,7 @@ def summarise_reports_for_agent(reports: list[CodeRunReport | dict], max_chars: 
     budget = max_chars * 3 // 5
     successes = [r for r in rows if r.get("task_success")]
     success_line = (f"success on {len(successes)} seeds: " + ", ".join(
-        f"{r.get('seed')} at step {r.get('steps') or 0}" for r in successes)) if successes else ""
+        f"{r.get('seed')} at step {_success_at(r)}" for r in successes)) if successes else ""
     failing = [_seed_line(r, prerequisites, reached[id(r)]) for r in rows if not r.get("task_success")]
     room = budget - sum(len(x) + 1 for x in lines) - min(len(success_line) + 1, 200)
     share = max(MIN_SEED_LINE_CHARS, room // max(1, len(failing)))

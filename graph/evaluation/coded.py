@@ -45,4 +45,5 @@ def pure_code_program(task: str, replace: dict[str, str] | None = None) -> str:
     if TASKS[task].is_score:  # a score plan: a step that fails is passed over, not the end
         needs = {a: [p for p in prerequisites(a) if p in chain] for a in chain}
         return chain_source(sources, chain, TASKS[task].max_steps, needs=needs)
-    return chain_source(sources, chain, TASKS[task].max_steps)
+    # a task's chain ends at its last step (its code tests play to main's return; held-out play ends there)
+    return chain_source(sources, chain, TASKS[task].max_steps, ends_with_last=True)

@@ -315,12 +315,12 @@ def test_program(pool: Pool, prefix: Sequence[str], actions: Sequence[str],
                  max_steps: int) -> tuple[str, str | None]:
     """(code, action) of a code test: the prefix skills then `actions`, each retried until its achievement
     (prompts.fewshot.chain_source), or the single action itself when there is nothing before it, so that
-    its precondition is checked and reported."""
+    its precondition is checked and reported. The test ends when the last action returns."""
     order = [*prefix, *actions]
     if len(order) == 1:
         return pool.program(order), order[0]
     # only what the chain calls: the rest of the library would only lengthen the program
-    return chain_source(chain_parts(pool, order), order, max_steps), None
+    return chain_source(chain_parts(pool, order), order, max_steps, ends_with_last=True), None
 
 
 def with_library(pool: Pool, code: str) -> str:
