@@ -269,6 +269,31 @@ def test_a_crowded_report_still_shows_the_first_detail_s_timeline():
     assert line.endswith("850* 9/0/7/5") and line.split(": ", 1)[1].startswith("0 9/9/7/5, ")
 
 
+def test_a_detail_keeps_the_trace_s_end_before_the_view_s_rows():
+    """The reported case: a first detail of about 830 characters whose death lines, timeline and view left
+    its trace one line ('the player died'): the answerer never saw what the shelter did at night."""
+    from tools.run_code import MIN_TRACE_CHARS, _detail
+
+    label = "(in main > mine_coal > dig_material > stay_alive > shelter)"
+    report = {"seed": 1803, "ok": True, "ended": "died", "steps": 515, "death_cause": "zombie",
+              "daylight_at_end": 0.0, "death_detail": "health lost in the last steps: step 293 zombie -2, step 304 "
+              "zombie -2, step 434 zombie -2, step 467 zombie -2, step 507 zombie -7, step 515 zombie -1; at the "
+              "end: health 0, food 8, drink 5, energy 2",
+              "vitals": "0 9/9/9/9, 100 9/6/5/6 mine_coal, 200* 6/7/6/6, 300 8/4/4/9, 400 9/6/5/5, 450 7/4/8/4, "
+                        "500* 7/2/6/2, 515* 0/8/5/2",
+              "trace": "\n".join(f"step {t}: move_right {label} -> energy -1" if t % 6 == 0 else f"step {t}: noop"
+                                 for t in range(480, 515))
+                       + "\nstep 515: the player died (zombie); health 0, food 8, drink 5, energy 2",
+              "last_view": "@ you, on grass, facing right; night (daylight 0.00); health 0, food 8, drink 5, "
+                           "energy 2\n" + "\n".join("..~~~~~~:" for _ in range(7)) + "\nlegend: ~ water, . grass"}
+    detail = _detail(report, 830)
+    trace = detail.split("trace (end):\n", 1)[1].split("last view:", 1)[0]
+    assert len(detail) <= 830 and len(trace) >= MIN_TRACE_CHARS - 100 and trace.count("\nstep ") >= 8
+    assert label in trace
+    short = _detail({**report, "trace": "step 1: noop"}, 830)  # a short trace leaves the view its half
+    assert short.count("..~~~~~~:") > detail.count("..~~~~~~:")
+
+
 CHAIN_TO_WATER = '''
 def wander(game):
     for _ in range(60):

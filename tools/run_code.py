@@ -518,6 +518,9 @@ DEATH_REFUSAL_WINDOW = 100  # steps before a death within which a helper's refus
 DEATH_REFUSAL_CHARS = 140
 MIN_SEED_LINE_CHARS = 90  # a failing seed's line is cut to no less: its seed, ending and cause
 DETAIL_ERROR_CHARS = 700
+# the trace's end before the view: an answerer shown a death with only its last line could not see what the
+# code did before it (a shelter walking in the dark); the view's rows are cut first
+MIN_TRACE_CHARS = 400
 MIN_SUMMARY_CHARS = 300
 
 
@@ -679,7 +682,8 @@ def _most_informative(rows: list[dict], reached: Callable[[dict], bool] = lambda
 
 def _detail(report: dict, budget: int) -> str:
     """The error, the death, the end of the trace and the last view, in at most `budget` characters: the
-    view gets at most half of what the error and the death leave, the trace's end the rest."""
+    view gets at most half of what the error and the death leave, less where the trace's end would get under
+    MIN_TRACE_CHARS, and the trace's end the rest."""
     parts = [f"--- detail of seed {report.get('seed')} ({_ended_text(report)}) ---"]
     if report.get("error"):
         parts.append(f"error: {clean_text(report['error'], DETAIL_ERROR_CHARS, mark=False)}")
@@ -695,9 +699,11 @@ def _detail(report: dict, budget: int) -> str:
         vitals = _vitals_line(str(report["vitals"]), min(MAX_VITALS_CHARS, max(left // 3, MIN_VITALS_CHARS), left))
         parts += [vitals] if vitals else []
     room = budget - sum(len(p) + 1 for p in parts)
-    view = _whole_lines(f"last view:\n{report['last_view']}", room // 2) if report.get("last_view") else ""
-    room -= len(view) + len("trace (end):\n[... earlier lines dropped ...]\n") + 1
     trace_lines = (report.get("trace") or "").splitlines()
+    trace_room = min(MIN_TRACE_CHARS, len(report.get("trace") or "") + 50)  # 50: its heading and cut mark
+    view_room = min(room // 2, room - trace_room)
+    view = _whole_lines(f"last view:\n{report['last_view']}", view_room) if report.get("last_view") else ""
+    room -= len(view) + len("trace (end):\n[... earlier lines dropped ...]\n") + 1
     tail: list[str] = []
     for line in reversed(trace_lines):  # the end of the trace: where it died or broke
         if len(line) + 1 > room:
