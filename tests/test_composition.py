@@ -320,3 +320,8 @@ def test_a_rewritten_sword_is_the_one_the_chain_makes_after_its_pickaxe():
     # subtask's prefix, as held-out play goes on from there
     tested, _ = code_pool.test_program(pool, prefix[:2], [prefix[2]], 100)
     assert "(make_wood_pickaxe, 'make_wood_pickaxe')," in tested and "(make_wood_sword," not in tested
+    from graph.evaluation.coded import pure_code_program
+
+    baseline = pure_code_program("make_wood_pickaxe")  # its tests play main to its return: no sword after it
+    assert "(make_wood_pickaxe, 'make_wood_pickaxe')," in baseline and "(make_wood_sword," not in baseline
+    assert "(make_wood_sword, 'make_wood_sword')," in pure_code_program("collect_stone")  # mid-chain: kept

@@ -245,6 +245,26 @@ def test_expert_repairs_by_the_failure_the_report_names():
     assert call.tool_calls[0]["args"]["code"] == code  # no rule: unchanged (the graph will not retest it)
 
 
+def test_a_death_after_the_item_was_made_is_not_read_as_a_lacking_material():
+    """A code test plays on past the achievement: a seed that made its pickaxe and then died holds no wood
+    any more, and that is not a reason to gather wood first."""
+    from nodes.models.expert import write_source
+
+    code = write_source({"template": "make", "item": "wood_pickaxe", "name": "make_wood_pickaxe"})
+    sub = {"name": "make_wood_pickaxe", "template": "make", "item": "wood_pickaxe"}
+    context = {"sources": {"collect_wood": write_source({"template": "collect", "target": "tree", "item": "wood"})}}
+    lacking = [{"success": False, "ended": "action_returned", "inventory_after": {"wood": 0}}] * 2
+    named = {"sub_action": "make_wood_pickaxe"}
+    call = ExpertModel().tool_call("fast", [], [write_code_answer("make_wood_pickaxe")],
+                                   _fast_context(sub, last_attempt={**_last(code, lacking), **named}, **context))
+    assert "make_wood_pickaxe_here" in call.tool_calls[0]["args"]["code"]  # the rule fires: gather first
+    made_then_died = [{**lacking[0], "ended": "died", "success_step": 40}] * 2
+    call = ExpertModel().tool_call("fast", [], [write_code_answer("make_wood_pickaxe")],
+                                   _fast_context(sub, last_attempt={**_last(code, made_then_died), **named},
+                                                 **context))
+    assert call.tool_calls[0]["args"]["code"] == code
+
+
 def test_a_collect_action_that_returns_empty_handed_is_called_again():
     """A sapling drops on one grass hit in ten: the filled collect example (5 hits a call) often returns
     without one. The repair calls it again until it gets one, which its tests then show."""

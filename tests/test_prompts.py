@@ -381,7 +381,7 @@ def test_the_fast_prompt_says_where_a_test_stops_a_code_that_plays_on():
     from tools.run_code import AFTER_SUCCESS_STEPS
 
     text = " ".join((Path(__file__).resolve().parents[1] / "prompts" / "fast_code.md").read_text().split())
-    assert f"then yours to its return (stopped {AFTER_SUCCESS_STEPS} steps past the achievement)" in text
+    assert f"then yours until it returns, raises or runs {AFTER_SUCCESS_STEPS} steps past the achievement" in text
 
 
 def test_the_critic_hears_when_few_runs_reached_the_judged_action():

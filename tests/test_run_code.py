@@ -204,12 +204,25 @@ def test_a_test_plays_the_code_on_past_the_achievement_to_its_return():
     assert stopped.steps == stopped.success_step + AFTER_SUCCESS_STEPS
     assert f"(still running at {stopped.steps}, stopped)" in stopped.to_text()
 
+    capped = run_code(forever, seed=7, max_steps=40, wall_time_s=30)  # the test's step limit stops it first
+    assert capped.task_success and capped.stopped_after_success and capped.end_state is None
+    assert f"(still running at {capped.steps}, stopped)" in capped.to_text()
+    assert report.end_state is not None and report.end_state.steps == report.steps  # where the chain goes on
+
+    # held-out play goes on after a skill that raised once its goal unlocked: so does the test's verdict
+    raised = run_code(CHOP_WOOD.replace("            return", "            yield 'noop'\n            x = 1 // 0"),
+                      seed=0, max_steps=500, wall_time_s=20)
+    assert raised.task_success and raised.ended == "success" and raised.failure_kind == "runtime"
+    assert f"success at step {raised.success_step} (raised an error at {raised.steps})" in raised.to_text()
+
     then_lava = CHOP_WOOD.replace("            return", "            break") + INTO_LAVA.split("def main(game):\n")[1]
     died = run_code(then_lava, seed=2, max_steps=1000, wall_time_s=30)
     assert died.ended == "died" and died.death_cause == "lava" and not died.task_success
     assert "collect_wood" in died.achievements_unlocked and died.success_step < died.steps
     assert f"{died.steps - died.success_step} steps after the achievement, before the code returned" in \
         summarise_reports_for_agent([died])
+    same_step = {**died.model_dump(mode="json"), "success_step": died.steps}
+    assert "(lava), on the step of the achievement" in summarise_reports_for_agent([same_step])
 
 
 def test_a_death_in_lava_is_reported_with_its_cause_at_the_end_of_the_trace():

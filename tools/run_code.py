@@ -93,11 +93,12 @@ class CodeRunReport(BaseModel):
     seed: int = 0
     action: str | None = Field(None, description="the coded action that ran")
     task_success: bool = Field(False, description="the subtask's achievement unlocked and the player was alive "
-                                                  "when the code returned (or was stopped, below)")
+                                                  "when the code ended (returned, raised or was stopped)")
     success_step: int | None = Field(None, description="the step the subtask's achievement unlocked; the code then "
                                                       "played on to its return")
-    stopped_after_success: bool = Field(False, description=f"still running {AFTER_SUCCESS_STEPS} steps after the "
-                                                           "achievement: the test stopped it there")
+    stopped_after_success: bool = Field(False, description="still running after the achievement when the test "
+                                                           f"stopped it ({AFTER_SUCCESS_STEPS} steps after it, or "
+                                                           "the step limit)")
     steps: int = Field(0, description="primitive environment steps the code used")
     achievements_before: list[str] = Field(default_factory=list, description="unlocked before the code ran")
     achievements_unlocked: list[str] = Field(default_factory=list, description="unlocked at the end (all of them)")
@@ -170,20 +171,26 @@ def _ended_text(report: dict) -> str:
 
 
 def _success_at(report: dict) -> str:
-    """'57', '57 (returned at 80)', '57 (still running at 257, stopped)': the achievement's step, and where the
-    code ended when it played on."""
+    """'57', '57 (returned at 80)', '57 (still running at 257, stopped)', '57 (raised an error at 60)': the
+    achievement's step, and how the code ended when it played on."""
     steps, at = report.get("steps") or 0, report.get("success_step")
-    if at is None or at == steps:
+    if at is None or (at == steps and not report.get("failure_kind")):
         return str(steps)
-    return f"{at} ({'still running at' if report.get('stopped_after_success') else 'returned at'} {steps}"\
-           f"{', stopped' if report.get('stopped_after_success') else ''})"
+    if report.get("failure_kind"):  # held-out play goes on after a skill that raised once it unlocked its goal
+        return f"{at} (raised an error at {steps})"
+    if report.get("stopped_after_success"):
+        return f"{at} (still running at {steps}, stopped)"
+    return f"{at} (returned at {steps})"
 
 
 def _after_success(report: dict) -> str:
-    """For a death after the subtask's achievement: how long after, before the code returned."""
+    """For a death after the subtask's achievement: when, before the code returned."""
     at = report.get("success_step")
-    return "" if at is None else f", {(report.get('steps') or 0) - at} steps after the achievement, before the " \
-                                 "code returned"
+    if at is None:
+        return ""
+    after = (report.get("steps") or 0) - at
+    return (", on the step of the achievement" if after <= 0
+            else f", {after} steps after the achievement, before the code returned")
 
 
 def _night(report: dict) -> str:
@@ -432,18 +439,18 @@ def run_code(code: str, task: str = "collect_wood", seed: int = 0, max_steps: in
             error = f"exceeded the memory limit of {memory_mb} MiB ({error})"
         elif kind == "timeout":
             error = f"{error}; stopped after {outcome.steps} steps"
-    # held-out play goes on from where the code returns: a success is the achievement with the player alive
-    # then and the code ended cleanly
-    success = progress.success_step is not None and not progress.died() and not kind
-    ended: Ended = ("precondition" if kind == "precondition" else "error" if kind else "died" if progress.died()
-                    else "success" if success
-                    else "out_of_steps" if outcome is None or outcome.truncated or outcome.steps >= limit
-                    else "action_returned")
+    out_of_steps = outcome is None or outcome.truncated or outcome.steps >= limit
+    # held-out play goes on from where the code ends, also after an error once the goal is unlocked: a success
+    # is the achievement with the player alive then
+    success = progress.success_step is not None and not progress.died()
+    stopped = success and not kind and (stopped or out_of_steps)
+    ended: Ended = ("precondition" if kind == "precondition" else "success" if success else "error" if kind
+                    else "died" if progress.died() else "out_of_steps" if out_of_steps else "action_returned")
     report = CodeRunReport(
         ok=error is None, error=error, failure_kind=kind, task_success=success, stopped_after_success=stopped,
         **_seen(progress, name), ended=ended, gif_path=gif_path, wall_time_s=round(time.monotonic() - start, 3),
         **base)
-    if ended == "success":
+    if ended == "success" and not stopped:  # where the chain goes on from: after the code returned
         report._end_state = env.save_state(source=f"code test of {base['task']}")
     return report
 
@@ -518,8 +525,8 @@ DEATH_REFUSAL_WINDOW = 100  # steps before a death within which a helper's refus
 DEATH_REFUSAL_CHARS = 140
 MIN_SEED_LINE_CHARS = 90  # a failing seed's line is cut to no less: its seed, ending and cause
 DETAIL_ERROR_CHARS = 700
-# the trace's end before the view: an answerer shown a death with only its last line could not see what the
-# code did before it (a shelter walking in the dark); the view's rows are cut first
+# the trace's end (its lines) before the view: an answerer shown a death with only its last line could not see
+# what the code did before it (a shelter walking in the dark); the view's rows are cut first
 MIN_TRACE_CHARS = 400
 MIN_SUMMARY_CHARS = 300
 
@@ -700,7 +707,7 @@ def _detail(report: dict, budget: int) -> str:
         parts += [vitals] if vitals else []
     room = budget - sum(len(p) + 1 for p in parts)
     trace_lines = (report.get("trace") or "").splitlines()
-    trace_room = min(MIN_TRACE_CHARS, len(report.get("trace") or "") + 50)  # 50: its heading and cut mark
+    trace_room = min(MIN_TRACE_CHARS, len(report.get("trace") or "")) + 50  # 50: its heading and cut mark
     view_room = min(room // 2, room - trace_room)
     view = _whole_lines(f"last view:\n{report['last_view']}", view_room) if report.get("last_view") else ""
     room -= len(view) + len("trace (end):\n[... earlier lines dropped ...]\n") + 1

@@ -102,7 +102,8 @@ def summarise_code_runs(reports: list[dict], prerequisites: Sequence[str] = (),
         "seeds": [r.get("seed") for r in reports],
         "per_seed": [{"seed": r.get("seed"), "success": bool(r.get("task_success")), "steps": r.get("steps", 0),
                       "failure": r.get("failure_kind"), "ended": r.get("ended"),
-                      "death_cause": r.get("death_cause"), "inventory_after": r.get("inventory_after", {})}
+                      "death_cause": r.get("death_cause"), "inventory_after": r.get("inventory_after", {}),
+                      "success_step": r.get("success_step")}
                      for r in reports],
     }
 

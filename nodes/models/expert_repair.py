@@ -42,6 +42,8 @@ def _missing_materials(item: str, failures: list[dict]) -> list[str]:
     uses = (MAKE_RECIPES.get(item) or PLACE_RECIPES.get(item) or ({}, ()))[0]
     missing = set()
     for p in failures:
+        if p.get("success_step") is not None:  # made or placed, then died playing on: its materials were spent
+            continue
         inventory = p.get("inventory_after") or {}
         missing |= {m for m, n in uses.items() if int(inventory.get(m, 0)) < int(n)}
     return sorted(missing)
