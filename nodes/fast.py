@@ -72,6 +72,7 @@ from nodes.skills.pool import (
     definitions,
     function_names,
     listing,
+    missing_problem,
     prefix_action,
     relocate_lines,
     revised,
@@ -574,8 +575,9 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
     if last.get("sub_action") == target["name"] and last.get("max_steps") == max_steps and (
             last.get("program") == tested_as or ("program" not in last and last.get("code") == code)):
         return to_critic(update, "the fast agent resubmitted unchanged code")
-    too_big = size_problem(pool if defined else lib.pool, program, [target["name"]], MAX_SOURCE_CHARS)
-    if too_big:  # refused before any step is spent, with what is large: the model answers again
+    too_big = (size_problem(pool if defined else lib.pool, program, [target["name"]], MAX_SOURCE_CHARS)
+               or missing_problem(program))
+    if too_big:  # refused before any step is spent, with what is large or missing: the model answers again
         update = {**update, "code_versions": version, "inner_iter": revision,
                   "last_attempt": {"sub_action": target["name"], "code": code, "max_steps": max_steps,
                                    "report": too_big}}

@@ -134,6 +134,32 @@ def test_a_composed_program_over_the_limit_names_what_is_large():
     assert code_pool.size_problem(pool, program, ["act"], len(program)) is None
 
 
+def test_a_program_calling_a_function_nothing_defines_is_refused_before_a_step():
+    """An answerer's stay_alive kept calling helpers written for a sub-action that the next decomposition left
+    out: every seed of the next round raised NameError. Such a program is now refused before it runs."""
+    from graph.evaluation.coded import pure_code_program
+    from nodes.skills.pool import missing_problem, undefined_calls
+
+    pool = code_pool.pool_from(["def stay_alive(game):\n    if sa_cow_near(game):\n        yield from sa_hunt(game)\n"],
+                               subtask="collect_diamond")
+    pool.add("def collect_diamond(game):\n    yield from stay_alive(game)\n    yield 'do'\n")
+    program = pool.program(["collect_diamond"])
+    assert undefined_calls(program) == ["sa_cow_near", "sa_hunt"]
+    problem = missing_problem(program)
+    assert problem and "calls sa_cow_near, sa_hunt" in problem and "no step was spent" in problem
+    # nothing that can run is refused: parameters, lambdas, comprehensions, handlers, imports, nested
+    # functions, builtins, coded_action, and every program the expert's chains assemble
+    fine = ("import math\nfrom collections import deque as dq\n\n@coded_action(max_steps=9)\ndef act(game, k=2):\n"
+            "    def inner(x):\n        return abs(x)\n    f = lambda y: inner(y)\n"
+            "    q = dq([f(i) for i in range(k)])\n"
+            "    try:\n        math.sqrt(len(q))\n    except ValueError as err:\n        print(repr(err))\n"
+            "    yield 'noop'\n")
+    assert undefined_calls(fine) == [] and missing_problem(fine) is None
+    for task in ("collect_diamond", "crafter_score", "make_wood_pickaxe"):
+        assert undefined_calls(pure_code_program(task)) == []
+    assert undefined_calls("def broken(:\n") == []  # the loader reports a syntax error with its line
+
+
 def test_error_lines_of_a_composed_program_point_into_the_models_own_code():
     own = "import math\n\n\ndef survive(game):\n    yield 'noop'\n    x = 1 / 0\n"
     pool = code_pool.pool_from(["def helper(game):\n    yield 'noop'\n    y = [][1]\n"], subtask="collect_wood")

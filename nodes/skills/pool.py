@@ -14,6 +14,7 @@ The fast agent sees the pool by name and signature, never its sources (`listing`
 from __future__ import annotations
 
 import ast
+import builtins
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
@@ -375,6 +376,50 @@ def size_problem(pool: Pool, program: str, roots: Iterable[str], limit: int) -> 
     return (f"the program to test would be {len(program):,} characters long (the sandbox's limit is {limit:,}); "
             f"it is your code plus the library functions it calls. Largest: {big}. Nothing was run and no "
             f"step was spent: shorten your code, or call fewer or shorter library functions.")
+
+
+def _bound_anywhere(tree: ast.AST) -> set[str]:
+    """Every name the program binds in any scope: definitions, parameters, assignments, imports, handlers."""
+    bound: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
+            bound.add(node.id)
+        elif isinstance(node, ast.alias):
+            bound.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, ast.Global | ast.Nonlocal):
+            bound.update(node.names)
+    return bound
+
+
+def undefined_calls(program: str) -> list[str]:
+    """Functions the program calls by a name it binds nowhere, in any scope, and no builtin has: each call
+    of one raises NameError. A function written for a sub-action goes with it when a new decomposition
+    leaves that sub-action out, while code that still calls it may stay (an answerer's whole test round
+    failed so); the check is kept this narrow so that it never refuses a program that could run."""
+    try:
+        tree = parse(program)
+    except (SyntaxError, ValueError):
+        return []  # the sandbox's loader reports it, with its line
+    known = _bound_anywhere(tree) | set(dir(builtins)) | {"coded_action"}
+    called = [n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
+    return sorted(set(called) - known)
+
+
+def missing_problem(program: str) -> str | None:
+    """Why a composed program cannot be tested (it calls functions nothing defines); None when none."""
+    missing = undefined_calls(program)
+    if not missing:
+        return None
+    return (f"the program to test calls {', '.join(missing[:8])}, which neither your code nor the library "
+            f"defines (a function written for a sub-action is dropped with it when a new decomposition leaves "
+            f"that sub-action out). Nothing was run and no step was spent: define it in your code, or stop "
+            f"calling it.")
 
 
 _LINE_IN = re.compile(r"\bline (\d+) in ([A-Za-z_][A-Za-z0-9_]*)\b")
