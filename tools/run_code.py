@@ -293,7 +293,7 @@ class _Progress:
                 self.first_steps[function] = self.steps
         self.faced = self._faced()
         self.inventory, self.achievements = inventory, list(info["achievements"])
-        if self.success_step is None and self.env.task.is_success(set(self.achievements)):
+        if self.success_step is None and info["success"]:  # the env's own reading of the task
             self.success_step = self.steps
         if self.steps % VITALS_EVERY == 0:
             self._sample()
@@ -707,10 +707,10 @@ def _detail(report: dict, budget: int) -> str:
         parts += [vitals] if vitals else []
     room = budget - sum(len(p) + 1 for p in parts)
     trace_lines = (report.get("trace") or "").splitlines()
-    trace_room = min(MIN_TRACE_CHARS, len(report.get("trace") or "")) + 50  # 50: its heading and cut mark
-    view_room = min(room // 2, room - trace_room)
+    heading = len("trace (end):\n[... earlier lines dropped ...]\n") + 1
+    view_room = min(room // 2, room - heading - min(MIN_TRACE_CHARS, len(report.get("trace") or "")))
     view = _whole_lines(f"last view:\n{report['last_view']}", view_room) if report.get("last_view") else ""
-    room -= len(view) + len("trace (end):\n[... earlier lines dropped ...]\n") + 1
+    room -= len(view) + heading
     tail: list[str] = []
     for line in reversed(trace_lines):  # the end of the trace: where it died or broke
         if len(line) + 1 > room:
