@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 
 import pytest
 
@@ -102,6 +103,11 @@ def test_quick_rates_come_with_wilson_intervals_and_counted_steps(quick_report):
     scores = by_key["table5_crafter_score"].rows
     assert all(r["episodes"] == 3 for r in scores if r["source"] == "ours (Crafter)")
     assert len(by_key["table5_achievements"].rows) == 22
+    # RL-GPT and the coded plan played the same seeds: each achievement is paired, and so is the score
+    assert all(re.fullmatch(r"[+-]\d+\.\d \(\d+ vs \d+, p = \S+\)", r["paired"])
+               for r in by_key["table5_achievements"].rows)
+    score_notes = by_key["table5_crafter_score"].notes
+    assert any(n.startswith("Paired: RL-GPT minus pure code on the same 3 seeds") for n in score_notes)
 
 
 def test_mcnemar_exact_matches_a_hand_computed_binomial_tail():
@@ -116,6 +122,31 @@ def test_mcnemar_exact_matches_a_hand_computed_binomial_tail():
     assert mcnemar_exact([1, 0], [1, 0])["p_value"] == 1.0  # no discordant seed: nothing tells them apart
     with pytest.raises(ValueError, match="same seeds"):
         mcnemar_exact([1], [1, 0])
+
+
+def test_a_paired_score_difference_resamples_seeds_together():
+    from envs.score import bootstrap_score_difference
+
+    # wood on all 10 seeds against wood on 5 of them: score(100%) - score(50%), the rest at 0%
+    a, b = [["collect_wood"]] * 10, [["collect_wood"]] * 5 + [[]] * 5
+    rates_a, rates_b = dict.fromkeys(ACHIEVEMENTS, 0.0), dict.fromkeys(ACHIEVEMENTS, 0.0)
+    rates_a["collect_wood"], rates_b["collect_wood"] = 100.0, 50.0
+    expected = crafter_score(rates_a) - crafter_score(rates_b)
+    diff, low, high = bootstrap_score_difference(a, b, draws=200)
+    assert diff == pytest.approx(expected) and 0.0 < low <= diff <= high
+    # the same episodes on every seed differ by nothing in any draw
+    assert bootstrap_score_difference(b, b, draws=50) == (0.0, 0.0, 0.0)
+    with pytest.raises(ValueError, match="same seeds"):
+        bootstrap_score_difference(a, b[:3])
+
+
+def test_table5b_pairs_each_achievement_seed_by_seed():
+    from graph.evaluation.tables import _paired_achievement
+
+    graph = [["defeat_skeleton"], ["defeat_skeleton"], [], ["defeat_skeleton", "wake_up"]]
+    code = [[], ["defeat_skeleton"], [], ["wake_up"]]
+    assert _paired_achievement("defeat_skeleton", graph, code) == "+50.0 (2 vs 0, p = 0.5)"
+    assert _paired_achievement("wake_up", graph, code) == "+0.0 (0 vs 0, p = 1)"
 
 
 @pytest.mark.slow

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from envs.score import achievement_rates, bootstrap_score, crafter_score
+from envs.score import achievement_rates, bootstrap_score, bootstrap_score_difference, crafter_score
 from envs.tasks import ACHIEVEMENTS
 from graph.evaluation import methods, published
 from graph.evaluation.cache import CellCache, cell_key
@@ -246,6 +246,14 @@ def paired_text(label_a: str, cell_a: dict, label_b: str, cell_b: dict) -> str:
             f"{100 * t['difference']:+.1f} points, McNemar exact p = {t['p_value']:.3g}")
 
 
+def _paired_achievement(achievement: str, a: list[list[str]], b: list[list[str]]) -> str:
+    """One achievement unlocked or not by two methods on the same seeds (McNemar's exact test), in short."""
+    from rl.stats import mcnemar_exact
+
+    t = mcnemar_exact([int(achievement in e) for e in a], [int(achievement in e) for e in b])
+    return f"{100 * t['difference']:+.1f} ({t['only_a']} vs {t['only_b']}, p = {t['p_value']:.2g})"
+
+
 def _seed_note(cfg: EvalConfig) -> str:
     from envs.seeds import eval_seeds
 
@@ -465,6 +473,9 @@ def tables_crafter(run: Runner) -> list[Table]:
                   Column("crafter_score", "Crafter score (%)", "score"), Column("episodes", "episodes", "int"),
                   Column("env_steps", "env steps spent", "int"), Column("mean_episode_length", "mean length", "float"),
                   Column("note", "note")]
+    # RL's part in RL-GPT's score: the graph against the same plan played as code, seed by seed
+    paired = ("rlgpt" in cells and "pure_code" in cells
+              and len(cells["rlgpt"]["achievements"]) == len(cells["pure_code"]["achievements"]))
     ach_rows = []
     for a in ACHIEVEMENTS:
         row: dict[str, Any] = {"achievement": a}
@@ -472,12 +483,15 @@ def tables_crafter(run: Runner) -> list[Table]:
             played = cells[name]["achievements"]
             r = rate_fields(sum(a in e for e in played), len(played))
             row.update({f"{name}": r["success_rate"], f"{name}_ci_low": r["ci_low"], f"{name}_ci_high": r["ci_high"]})
+        if paired:
+            row["paired"] = _paired_achievement(a, cells["rlgpt"]["achievements"], cells["pure_code"]["achievements"])
         for who, figures in published.CRAFTER_ACHIEVEMENTS.items():
             if a in figures:
                 row.setdefault("published", "")
                 row["published"] = (row["published"] + "; " if row["published"] else "") + f"{who} {figures[a]:g}%"
         ach_rows.append(row)
-    ach_cols = [Column("achievement", "achievement")] + [Column(name, labels[name], "rate") for name in cells] + [
+    ach_cols = [Column("achievement", "achievement")] + [Column(name, labels[name], "rate") for name in cells] + (
+        [Column("paired", "RL-GPT minus pure code, same seeds")] if paired else []) + [
         Column("published", "published Crafter figures (not ours)")]
     length_note = ("" if c.crafter_episode_steps == 10_000 else
                    f" NOTE: episodes were cut at {c.crafter_episode_steps} steps, not the benchmark's 10000.")
@@ -493,10 +507,19 @@ def tables_crafter(run: Runner) -> list[Table]:
              f"The PPO rows trained for {c.budget:,} env steps on Crafter's own reward; an episode ends at "
              "death or the step limit.",
              "Published rows are the benchmark's reported scores at their own budgets, not our runs."]
+    if paired:
+        diff, low, high = bootstrap_score_difference(cells["rlgpt"]["achievements"],
+                                                     cells["pure_code"]["achievements"], seed=c.seed)
+        notes.append(f"Paired: RL-GPT minus pure code on the same {len(cells['rlgpt']['achievements'])} seeds: "
+                     f"{diff:+.2f} [{low:+.2f} to {high:+.2f}] Crafter score points (a 1000-draw bootstrap over "
+                     "seeds, each draw taking both methods' episodes of a seed); per achievement in table 5b.")
+    ach_notes = [_seed_note(c)] + ([
+        "RL-GPT minus pure code: the difference in points on the same seeds, the seeds won only by RL-GPT and only "
+        "by pure code, and McNemar's exact p."] if paired else [])
     return [Table("table5_crafter_score", "Table 5: Crafter score", "the Crafter benchmark (not in the paper)",
                   score_cols, score_rows, notes, plot="table5_crafter_score.png"),
             Table("table5_achievements", "Table 5b: success rate per achievement", "the Crafter benchmark",
-                  ach_cols, ach_rows, [_seed_note(c)], plot="table5_achievements.png")]
+                  ach_cols, ach_rows, ach_notes, plot="table5_achievements.png")]
 
 
 BUILDERS: dict[int, Callable[[Runner], Table | list[Table]]] = {
