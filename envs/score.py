@@ -38,29 +38,34 @@ def achievement_rates(episodes: Sequence[set[str] | frozenset[str] | list[str]],
     return {a: 100.0 * sum(a in e for e in unlocked) / n for a in achievements}
 
 
-def bootstrap_score(episodes: Sequence[set[str] | frozenset[str] | list[str]], draws: int = 1000,
-                    seed: int = 0) -> tuple[float, float]:
-    """95% percentile interval of the Crafter score, resampling episodes with replacement."""
+Episodes = Sequence[set[str] | frozenset[str] | list[str]]
+
+
+def _interval(values: list[float]) -> tuple[float, float]:
+    return float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))
+
+
+def _resampled_seeds(n: int, draws: int, seed: int):
+    """`draws` bootstrap samples of n seed indices, drawn with replacement."""
     rng = np.random.default_rng(seed)
-    n = len(episodes)
-    scores = [crafter_score(achievement_rates([episodes[i] for i in rng.integers(0, n, n)])) for _ in range(draws)]
-    return float(np.percentile(scores, 2.5)), float(np.percentile(scores, 97.5))
+    return (rng.integers(0, n, n) for _ in range(draws))
 
 
-def bootstrap_score_difference(a: Sequence[set[str] | frozenset[str] | list[str]],
-                               b: Sequence[set[str] | frozenset[str] | list[str]], draws: int = 1000,
+def bootstrap_score(episodes: Episodes, draws: int = 1000, seed: int = 0) -> tuple[float, float]:
+    """95% percentile interval of the Crafter score, resampling episodes with replacement."""
+    return _interval([crafter_score(achievement_rates([episodes[i] for i in picks]))
+                      for picks in _resampled_seeds(len(episodes), draws, seed)])
+
+
+def bootstrap_score_difference(a: Episodes, b: Episodes, draws: int = 1000,
                                seed: int = 0) -> tuple[float, float, float]:
     """Score of `a` minus score of `b`, played on the same seeds (`a[i]` and `b[i]` on seed i), with a
     95% percentile interval that resamples seeds, each draw taking both methods' episodes of a seed
     together: the pairing removes the seeds' own difficulty from the interval."""
     if len(a) != len(b):
         raise ValueError(f"a paired score difference needs the same seeds: {len(a)} vs {len(b)} episodes")
-    rng = np.random.default_rng(seed)
-    n = len(a)
-    diffs = []
-    for _ in range(draws):
-        picks = rng.integers(0, n, n)
-        diffs.append(crafter_score(achievement_rates([a[i] for i in picks]))
-                     - crafter_score(achievement_rates([b[i] for i in picks])))
     observed = crafter_score(achievement_rates(a)) - crafter_score(achievement_rates(b))
-    return observed, float(np.percentile(diffs, 2.5)), float(np.percentile(diffs, 97.5))
+    low, high = _interval([crafter_score(achievement_rates([a[i] for i in picks]))
+                           - crafter_score(achievement_rates([b[i] for i in picks]))
+                           for picks in _resampled_seeds(len(a), draws, seed)])
+    return observed, low, high

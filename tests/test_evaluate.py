@@ -103,9 +103,10 @@ def test_quick_rates_come_with_wilson_intervals_and_counted_steps(quick_report):
     scores = by_key["table5_crafter_score"].rows
     assert all(r["episodes"] == 3 for r in scores if r["source"] == "ours (Crafter)")
     assert len(by_key["table5_achievements"].rows) == 22
-    # RL-GPT and the coded plan played the same seeds: each achievement is paired, and so is the score
-    assert all(re.fullmatch(r"[+-]\d+\.\d \(\d+ vs \d+, p = \S+\)", r["paired"])
-               for r in by_key["table5_achievements"].rows)
+    # RL-GPT and the coded plan played the same seeds: each achievement is paired, RL-GPT first, and so is the score
+    for r in by_key["table5_achievements"].rows:
+        difference = re.fullmatch(r"([+-]\d+\.\d) \(\d+ vs \d+, p = \S+\)", r["paired"])
+        assert difference and float(difference[1]) == pytest.approx(100 * (r["rlgpt"] - r["pure_code"]), abs=0.06)
     score_notes = by_key["table5_crafter_score"].notes
     assert any(n.startswith("Paired: RL-GPT minus pure code on the same 3 seeds") for n in score_notes)
 
@@ -147,6 +148,30 @@ def test_table5b_pairs_each_achievement_seed_by_seed():
     code = [[], ["defeat_skeleton"], [], ["wake_up"]]
     assert _paired_achievement("defeat_skeleton", graph, code) == "+50.0 (2 vs 0, p = 0.5)"
     assert _paired_achievement("wake_up", graph, code) == "+0.0 (0 vs 0, p = 1)"
+
+
+def test_table5_pairs_rlgpt_with_the_coded_plan_only_on_the_same_seeds(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    from graph.evaluation import tables
+
+    def cells(graph: list[list[str]], code: list[list[str]]) -> dict:
+        played = {"achievements": [["collect_wood"]] * 4, "episode_steps": [100] * 4}
+        return {"rlgpt": {"achievements": graph, "mean_episode_length": 100.0}, "rl_with_code": played,
+                "pure_rl": played, "pure_code": {"achievements": code, "mean_episode_length": 100.0}}
+
+    run = SimpleNamespace(cfg=tables.EvalConfig(out=tmp_path, episodes=4))
+    graph = [["defeat_skeleton"], ["defeat_skeleton"], [], ["wake_up"]]
+    monkeypatch.setattr(tables, "crafter_cells", lambda _: cells(graph, [[], [], [], ["wake_up"]]))
+    score, per = tables.tables_crafter(run)
+    skeleton = next(r for r in per.rows if r["achievement"] == "defeat_skeleton")
+    assert skeleton["paired"] == "+50.0 (2 vs 0, p = 0.5)"
+    assert any(n.startswith("Paired: RL-GPT minus pure code on the same 4 seeds: +") for n in score.notes)
+    # a coded plan played on other episodes is not paired, and the table says why
+    monkeypatch.setattr(tables, "crafter_cells", lambda _: cells(graph, [[], ["wake_up"]]))
+    score, per = tables.tables_crafter(run)
+    assert all("paired" not in r for r in per.rows) and not any(n.startswith("Paired") for n in score.notes)
+    assert "RL-GPT and pure code are not paired: they played 4 and 2 episodes." in per.notes
 
 
 @pytest.mark.slow
