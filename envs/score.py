@@ -7,7 +7,7 @@ The +1 keeps an achievement that is never unlocked from zeroing the whole score.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -42,10 +42,11 @@ Episodes = Sequence[set[str] | frozenset[str] | list[str]]
 
 
 def _interval(values: list[float]) -> tuple[float, float]:
+    """The central 95% of bootstrap draws."""
     return float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))
 
 
-def _resampled_seeds(n: int, draws: int, seed: int):
+def _resampled_seeds(n: int, draws: int, seed: int) -> Iterator[np.ndarray]:
     """`draws` bootstrap samples of n seed indices, drawn with replacement."""
     rng = np.random.default_rng(seed)
     return (rng.integers(0, n, n) for _ in range(draws))
