@@ -13,6 +13,8 @@ import numpy as np
 
 from envs.tasks import ACHIEVEMENTS
 
+Episodes = Sequence[set[str] | frozenset[str] | list[str]]  # the achievements each episode unlocked
+
 
 def crafter_score(success_percent: Mapping[str, float] | Iterable[float]) -> float:
     """The score in percent from per-achievement success rates given in percent (0..100)."""
@@ -25,7 +27,7 @@ def crafter_score(success_percent: Mapping[str, float] | Iterable[float]) -> flo
     return math.exp(sum(math.log1p(float(v)) for v in values) / len(values)) - 1.0
 
 
-def achievement_rates(episodes: Sequence[set[str] | frozenset[str] | list[str]],
+def achievement_rates(episodes: Episodes,
                       achievements: tuple[str, ...] = ACHIEVEMENTS) -> dict[str, float]:
     """Percent of episodes that unlocked each achievement at least once (all 22, zeros included)."""
     if not episodes:
@@ -36,9 +38,6 @@ def achievement_rates(episodes: Sequence[set[str] | frozenset[str] | list[str]],
     if unknown:
         raise ValueError(f"unknown achievements {unknown}; Crafter's are: {', '.join(achievements)}")
     return {a: 100.0 * sum(a in e for e in unlocked) / n for a in achievements}
-
-
-Episodes = Sequence[set[str] | frozenset[str] | list[str]]
 
 
 def _interval(values: list[float]) -> tuple[float, float]:

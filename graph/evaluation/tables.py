@@ -474,8 +474,10 @@ def tables_crafter(run: Runner) -> list[Table]:
                   Column("env_steps", "env steps spent", "int"), Column("mean_episode_length", "mean length", "float"),
                   Column("note", "note")]
     # RL's part in RL-GPT's score: the graph against the same plan played as code, seed by seed
-    paired = ("rlgpt" in cells and "pure_code" in cells
-              and len(cells["rlgpt"]["achievements"]) == len(cells["pure_code"]["achievements"]))
+    both = "rlgpt" in cells and "pure_code" in cells
+    graph_played: list[list[str]] = cells["rlgpt"]["achievements"] if both else []
+    code_played: list[list[str]] = cells["pure_code"]["achievements"] if both else []
+    paired = both and len(graph_played) == len(code_played)
     ach_rows = []
     for a in ACHIEVEMENTS:
         row: dict[str, Any] = {"achievement": a}
@@ -484,7 +486,7 @@ def tables_crafter(run: Runner) -> list[Table]:
             r = rate_fields(sum(a in e for e in played), len(played))
             row.update({f"{name}": r["success_rate"], f"{name}_ci_low": r["ci_low"], f"{name}_ci_high": r["ci_high"]})
         if paired:
-            row["paired"] = _paired_achievement(a, cells["rlgpt"]["achievements"], cells["pure_code"]["achievements"])
+            row["paired"] = _paired_achievement(a, graph_played, code_played)
         for who, figures in published.CRAFTER_ACHIEVEMENTS.items():
             if a in figures:
                 row.setdefault("published", "")
@@ -507,19 +509,17 @@ def tables_crafter(run: Runner) -> list[Table]:
              f"The PPO rows trained for {c.budget:,} env steps on Crafter's own reward; an episode ends at "
              "death or the step limit.",
              "Published rows are the benchmark's reported scores at their own budgets, not our runs."]
-    if paired:
-        diff, low, high = bootstrap_score_difference(cells["rlgpt"]["achievements"],
-                                                     cells["pure_code"]["achievements"], seed=c.seed)
-        notes.append(f"Paired: RL-GPT minus pure code on the same {len(cells['rlgpt']['achievements'])} seeds: "
-                     f"{diff:+.2f} [{low:+.2f} to {high:+.2f}] Crafter score points (a 1000-draw bootstrap over "
-                     "seeds, each draw taking both methods' episodes of a seed); per achievement in table 5b.")
     ach_notes = [_seed_note(c)]
     if paired:
+        diff, low, high = bootstrap_score_difference(graph_played, code_played, seed=c.seed)
+        notes.append(f"Paired: RL-GPT minus pure code on the same {len(graph_played)} seeds: "
+                     f"{diff:+.2f} [{low:+.2f} to {high:+.2f}] Crafter score points (a 1000-draw bootstrap over "
+                     "seeds, each draw taking both methods' episodes of a seed); per achievement in table 5b.")
         ach_notes.append("RL-GPT minus pure code: the difference in points on the same seeds, the seeds won only by "
                          "RL-GPT and only by pure code, and McNemar's exact p.")
-    elif "rlgpt" in cells and "pure_code" in cells:
-        ach_notes.append(f"RL-GPT and pure code are not paired: they played {len(cells['rlgpt']['achievements'])} "
-                         f"and {len(cells['pure_code']['achievements'])} episodes.")
+    elif both:
+        ach_notes.append(f"RL-GPT and pure code are not paired: they played {len(graph_played)} "
+                         f"and {len(code_played)} episodes.")
     return [Table("table5_crafter_score", "Table 5: Crafter score", "the Crafter benchmark (not in the paper)",
                   score_cols, score_rows, notes, plot="table5_crafter_score.png"),
             Table("table5_achievements", "Table 5b: success rate per achievement", "the Crafter benchmark",
