@@ -261,9 +261,10 @@ def _call(name: str, args: dict) -> dict:
     return {"name": name, "args": args, "id": f"call_{uuid.uuid4().hex[:12]}", "type": "tool_call"}
 
 
-def report_text(state: Mapping[str, Any]) -> str:
+def report_text(state: Mapping[str, Any], settings: RunSettings) -> str:
     """The last code-test round as the fast agent and the critic read it (its numbers are the round's
-    result, nodes.attempt.rounds.record_round)."""
+    result, nodes.attempt.rounds.record_round), its seeds set against the round before it of the same
+    sub-action, and the chain's stay_alive named by who wrote it."""
     from tools.run_code import summarise_reports_for_agent  # heavy (the sandbox): only with a code round
 
     messages = state.get("messages") or []
@@ -272,10 +273,34 @@ def report_text(state: Mapping[str, Any]) -> str:
         return ""
     text = summarise_reports_for_agent(reports, max_chars=REPORT_CHARS,
                                        prerequisites=prerequisite_achievements(state),
-                                       judged=judged_functions(state["decomposition"], replaced_names(state)))
+                                       judged=judged_functions(state["decomposition"], replaced_names(state)),
+                                       last_round=_round_before(state),
+                                       survival=survival_origin(SubtaskCode(state, settings).pool))
     program = next((c["args"].get("code", "") for c in last_tool_calls(messages) if c["name"] == CODE_TOOL), "")
     own = (state.get("last_attempt") or {}).get("code") or ""
     return relocate_lines(text, program, own) if program else text
+
+
+def _round_before(state: Mapping[str, Any]) -> list[dict]:
+    """The per-seed endings of the code-test round before the latest one, of the same subtask and sub-action
+    (empty before a second round)."""
+    results = [r for r in state.get("results") or [] if r.get("kind") == "code"]
+    if not results:
+        return []
+    last = results[-1]
+    key = (last.get("subtask"), last.get("sub_action"), bool(last.get("head_test")))
+    same = [r for r in results[:-1] if (r.get("subtask"), r.get("sub_action"), bool(r.get("head_test"))) == key]
+    return list(same[-1].get("per_seed") or []) if same else []
+
+
+def survival_origin(pool: Pool) -> str:
+    """Whose `stay_alive` a chain in `pool` calls between skills, as a report says it."""
+    origin = pool.origin.get("stay_alive") or {}
+    if origin.get("kind") in (None, "built-in"):
+        return "the built-in"
+    if origin.get("this_subtask"):
+        return "your own (this subtask's code)"
+    return f"your own (written for {origin.get('subtask') or 'an earlier skill'})"
 
 
 def _last_round_steps(state: Mapping[str, Any], subtask: str, name: str) -> int | None:

@@ -53,7 +53,7 @@ def measure(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Litera
     current = with_update(state, update)
     measured = current.get("last_result") or {}
     update["last_attempt"] = {
-        **(state.get("last_attempt") or {}), "report": report_text(current),
+        **(state.get("last_attempt") or {}), "report": report_text(current, settings),
         "result": {k: measured.get(k) for k in ("success_rate", "success_given_start", "started", "episodes",
                                                 "prerequisites", "outcomes", "per_seed")}}
     passed = bool(measured) and round_passes(measured, settings.target_success, ends_the_chain(state, settings.task))
@@ -70,9 +70,10 @@ def _file_head_test(state: Mapping[str, Any], update: dict, settings: RunSetting
     measured = current.get("last_result") or {}
     tested = (state.get("last_attempt") or {}).get("sub_action")
     update["code_tested"] = [*(state.get("code_tested") or []), {
-        "sub_action": tested, "report": report_text(current)[:TESTED_REPORT_CHARS],
+        "sub_action": tested, "report": report_text(current, settings)[:TESTED_REPORT_CHARS],
         "successes": measured.get("successes"), "episodes": measured.get("episodes")}]
     loaded = tested in SubtaskCode(with_update(state, update), settings).pool
     # a broken one comes back for one repair with its report; a working one is done
-    update["last_attempt"] = None if loaded else {**(state.get("last_attempt") or {}), "report": report_text(current)}
+    update["last_attempt"] = None if loaded else {**(state.get("last_attempt") or {}),
+                                                  "report": report_text(current, settings)}
     update["events"] = [measure_event(measured, "tested before training")]

@@ -351,3 +351,25 @@ def test_a_rewritten_sword_is_the_one_the_chain_makes_after_its_pickaxe():
     baseline = pure_code_program("make_wood_pickaxe")  # its tests play main to its return: no sword after it
     assert "(make_wood_pickaxe, 'make_wood_pickaxe')," in baseline and "(make_wood_sword," not in baseline
     assert "(make_wood_sword, 'make_wood_sword')," in pure_code_program("collect_stone")  # mid-chain: kept
+
+
+def test_a_report_is_set_against_the_round_before_of_the_same_sub_action_and_names_whose_stay_alive_ran():
+    """The seeds of the latest round are compared with the round before of the same subtask and sub-action
+    (never another sub-action's, never a policy-head test's); the chain's stay_alive is named by who wrote it."""
+    from nodes.fast import _round_before, survival_origin
+
+    def result(sub: str, action: str, steps: int, **extra) -> dict:
+        return {"kind": "code", "subtask": sub, "sub_action": action, **extra,
+                "per_seed": [{"seed": 1, "success": False, "steps": steps, "ended": "died"}]}
+
+    results = [result("collect_coal", "mine_coal", 10), result("collect_coal", "mine_coal", 20),
+               result("collect_coal", "walk", 30), result("collect_coal", "mine_coal", 40, head_test=True),
+               {"kind": "rl", "subtask": "collect_coal"}, result("collect_coal", "mine_coal", 50)]
+    assert [e["steps"] for e in _round_before({"results": results})] == [20]
+    assert _round_before({"results": results[:1]}) == [] and _round_before({}) == []
+    pool = code_pool.pool_of([])
+    assert survival_origin(pool) == "the built-in"
+    pool.add("def stay_alive(game):\n    yield 'noop'\n", subtask="collect_coal", kind="code")
+    assert survival_origin(pool) == "your own (written for collect_coal)"
+    pool.add("def stay_alive(game):\n    yield 'sleep'\n", subtask="collect_iron", kind="code", this_subtask=True)
+    assert survival_origin(pool) == "your own (this subtask's code)"

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
@@ -532,12 +532,16 @@ MIN_SUMMARY_CHARS = 300
 
 
 def summarise_reports_for_agent(reports: list[CodeRunReport | dict], max_chars: int = 2500,
-                                prerequisites: Sequence[str] = (), judged: Sequence[str] = ()) -> str:
+                                prerequisites: Sequence[str] = (), judged: Sequence[str] = (),
+                                last_round: Sequence[Mapping[str, Any]] = (), survival: str = "") -> str:
     """One round of code tests on several seeds as the text an agent repairs its code from: a line per seed
     (how it ended, steps, the death's cause or the error's first line, achievements gained), then the detail
     of the most informative failure (an error, else a death, else the run that got furthest): the error with
     its line, the end of the trace, the last view. `prerequisites` and `judged`: what a run must pass to
-    reach the action under test (tools.trace.reached_action). At most `max_chars` characters. Reports may be
+    reach the action under test (tools.trace.reached_action). `last_round`: the previous round's per-seed
+    endings of the same action (nodes.attempt.results.summarise_code_runs' `per_seed`), to mark the seeds
+    that ended exactly as then. `survival`: whose `stay_alive` the chain called between skills, said where
+    runs died before the action. At most `max_chars` characters. Reports may be
     CodeRunReports or their `model_dump(mode="json")` dicts (as they come back from a checkpoint)."""
     if not isinstance(max_chars, int) or max_chars < MIN_SUMMARY_CHARS:
         raise ValueError(f"max_chars must be an integer >= {MIN_SUMMARY_CHARS}, got {max_chars!r}")
@@ -569,7 +573,13 @@ def summarise_reports_for_agent(reports: list[CodeRunReport | dict], max_chars: 
                      f"{len(started)} succeeded{aside}")
         early_deaths = sum(1 for r in rows if not reached[id(r)] and _ended_of(r) == "died")
         if early_deaths:  # the one lever the fast agent has over the chain before its action
-            lines.append(f"{early_deaths} died before it: a `stay_alive` you write replaces the chain's, here too")
+            # which one ran: an answerer that had rewritten it could not tell whether its version played
+            lines.append(f"{early_deaths} died before it; the chain called {survival or 'the built-in'} "
+                         "`stay_alive` between skills: one you write replaces it, here too")
+    repeated = _repeated_endings(rows, last_round)
+    if repeated:  # an answerer spent revisions on seeds its changes never reached
+        lines.append(f"{len(repeated)} failing seeds (marked 'as last round') ended at the same step in the same "
+                     "way as the last round: your revision likely changed nothing they played before then")
     # every failing seed keeps its line (cut to a fair share when they do not all fit), the successes share one:
     # the seed lines take at most three fifths: a line cut short loses where the player died and with what
     # (answerers asked for those first), the rest goes to the detail a repair reads
@@ -577,7 +587,8 @@ def summarise_reports_for_agent(reports: list[CodeRunReport | dict], max_chars: 
     successes = [r for r in rows if r.get("task_success")]
     success_line = (f"success on {len(successes)} seeds: " + ", ".join(
         f"{r.get('seed')} at step {_success_at(r)}" for r in successes)) if successes else ""
-    failing = [_seed_line(r, prerequisites, reached[id(r)]) for r in rows if not r.get("task_success")]
+    failing = [_seed_line(r, prerequisites, reached[id(r)], r.get("seed") in repeated)
+               for r in rows if not r.get("task_success")]
     room = budget - sum(len(x) + 1 for x in lines) - min(len(success_line) + 1, 200)
     share = max(MIN_SEED_LINE_CHARS, room // max(1, len(failing)))
     lines += [_cut(line, share) for line in failing]
@@ -608,9 +619,25 @@ def summarise_reports_for_agent(reports: list[CodeRunReport | dict], max_chars: 
     return out[:max_chars]
 
 
-def _seed_line(report: dict, prerequisites: Sequence[str] = (), reached: bool = True) -> str:
-    """A failing seed's line; `prerequisites` in the order the chain plays them."""
-    line = f"seed {report.get('seed')}: {_ended_text(report)}"
+def _repeated_endings(rows: list[dict], last_round: Sequence[Mapping[str, Any]]) -> set:
+    """The seeds of failing runs that ended as the same seed did in `last_round`: the same way, at the same
+    step, of the same cause. The world is fixed by its seed, so the play up to there was most likely the same."""
+    before = {e.get("seed"): e for e in last_round if isinstance(e, Mapping) and not e.get("success")}
+    out = set()
+    for r in rows:
+        was = before.get(r.get("seed"))
+        if was is None or r.get("task_success") or r.get("failure_kind") == "harness":
+            continue
+        if (was.get("ended"), was.get("steps"), was.get("death_cause"), was.get("failure")) == (
+                r.get("ended"), r.get("steps"), r.get("death_cause"), r.get("failure_kind")):
+            out.add(r.get("seed"))
+    return out
+
+
+def _seed_line(report: dict, prerequisites: Sequence[str] = (), reached: bool = True, repeated: bool = False) -> str:
+    """A failing seed's line; `prerequisites` in the order the chain plays them; `repeated`: it ended as in the
+    last round (said at the front, where no cut for room reaches)."""
+    line = f"seed {report.get('seed')}{' (as last round)' if repeated else ''}: {_ended_text(report)}"
     if report.get("failure_kind") == "harness":
         return line + "; a harness failure, not counted against the code"
     unlocked = set(report.get("achievements_unlocked") or ())
