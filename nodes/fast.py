@@ -288,19 +288,23 @@ def _round_before(state: Mapping[str, Any]) -> list[dict]:
     if not results:
         return []
     last = results[-1]
-    key = (last.get("subtask"), last.get("sub_action"), bool(last.get("head_test")))
-    same = [r for r in results[:-1] if (r.get("subtask"), r.get("sub_action"), bool(r.get("head_test"))) == key]
+    if last.get("head_test"):  # its sub_action names the policy, not the building block each such test tried
+        return []
+    key = (last.get("subtask"), last.get("sub_action"))
+    same = [r for r in results[:-1] if (r.get("subtask"), r.get("sub_action")) == key and not r.get("head_test")]
     return list(same[-1].get("per_seed") or []) if same else []
 
 
 def survival_origin(pool: Pool) -> str:
-    """Whose `stay_alive` a chain in `pool` calls between skills, as a report says it."""
+    """Whose `stay_alive` a chain in `pool` calls between skills and what the model can do about it, as a
+    report says it (tools.run_code.summarise_reports_for_agent's `survival`); empty for the built-in, which the
+    report names itself."""
     origin = pool.origin.get("stay_alive") or {}
     if origin.get("kind") in (None, "built-in"):
-        return "the built-in"
+        return ""
     if origin.get("this_subtask"):
-        return "your own (this subtask's code)"
-    return f"your own (written for {origin.get('subtask') or 'an earlier skill'})"
+        return "the `stay_alive` of this subtask's code: revise it there"
+    return f"the `stay_alive` written for {origin.get('subtask') or 'an earlier skill'}: one you write replaces it"
 
 
 def _last_round_steps(state: Mapping[str, Any], subtask: str, name: str) -> int | None:
@@ -338,6 +342,7 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCo
                    "pass_rule": pass_rule_text(n_seeds, settings.target_success,
                                                whole_chain=ends_the_chain(state, settings.task)),
                    "max_code_chars": MAX_CODE_CHARS},
+        "skill_threshold": settings.skill_threshold,
         # for the expert (not rendered): the library's sources and the skills' entries
         "sources": dict(lib.pool.sources), "prefix": list(lib.prefix),
     }

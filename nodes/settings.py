@@ -20,6 +20,7 @@ from typing import Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from envs.tasks import get_task
+from prompts.facts import DEFAULT_SKILL_THRESHOLD
 from rl import MIN_TRAIN_STEPS
 
 SUPPORTED_ENVS = ("crafter", "minedojo")
@@ -79,7 +80,8 @@ class RunSettings(BaseModel):
         0.9, ge=0.0, le=1.0, description="success rate at which an attempt passes outright (no more refining)")
     max_replans: int = Field(1, ge=0, le=20, description="re-plans the planner may make after a subtask fails")
     skill_threshold: float = Field(
-        0.5, ge=0.0, le=1.0, description="success rate at which a skill counts as passing and is reused")
+        DEFAULT_SKILL_THRESHOLD, ge=0.0, le=1.0,
+        description="success rate at which a skill counts as passing and is reused")
     out_dir: Path = Field(Path("runs"), description="folder for checkpoints, skills and reports")
     skills_dir: Path | None = Field(
         None, description="skill library folder; default out_dir/skills, shared by all runs in out_dir")

@@ -167,6 +167,10 @@ class RLFacts(TypedDict):
     decision_steps: NotRequired[int]     # steps of a coded call between two decisions of the policy
 
 
+# the rate at which a kept skill counts as passing, unless a run sets another (nodes.settings.RunSettings)
+DEFAULT_SKILL_THRESHOLD = 0.5
+
+
 class FastFacts(TypedDict):
     subtask: str
     task_description: str
@@ -180,6 +184,7 @@ class FastFacts(TypedDict):
     feedback: str | None                 # the critic's feedback text
     previous_attempt: PreviousAttempt | None
     limits: FastLimits
+    skill_threshold: NotRequired[float]  # the rate at which a kept skill counts as passing (RunSettings)
     sources: dict[str, str]              # not rendered: the library's sources, for the expert
     prefix: list[str]                    # not rendered: the solved skills' entries a test replays
     rl: NotRequired[RLFacts]             # rl mode

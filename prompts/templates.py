@@ -19,7 +19,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from envs.tasks import TASKS
 from prompts.api_reference import api_reference, api_summary
-from prompts.facts import CriticFacts, FastFacts, PlannerFacts, SlowFacts
+from prompts.facts import DEFAULT_SKILL_THRESHOLD, CriticFacts, FastFacts, PlannerFacts, SlowFacts
 from prompts.fewshot import BUILTIN_ACTIONS, builtin_source
 from prompts.loader import render
 from prompts.rules import achievements, game_facts, recipes, rule_sheet
@@ -352,7 +352,9 @@ def _render_fast(c: FastFacts) -> str:
 
 def _fast_system(c: FastFacts) -> str:
     if _mode(c) == "code":
-        rules = render("fast_code", api_reference=api_reference())
+        # a context built by hand (tests, a plugin) may leave the threshold out: the run's default then
+        threshold = c.get("skill_threshold", DEFAULT_SKILL_THRESHOLD)
+        rules = render("fast_code", api_reference=api_reference(), kept_rate=f"{threshold:.0%}")
     else:
         rules = render("fast_rl")
     return render("fast", mode_rules=rules.rstrip(), rule_sheet=rule_sheet())

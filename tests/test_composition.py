@@ -367,9 +367,58 @@ def test_a_report_is_set_against_the_round_before_of_the_same_sub_action_and_nam
                {"kind": "rl", "subtask": "collect_coal"}, result("collect_coal", "mine_coal", 50)]
     assert [e["steps"] for e in _round_before({"results": results})] == [20]
     assert _round_before({"results": results[:1]}) == [] and _round_before({}) == []
+    # a policy's building blocks are tested under the policy's name: one block is not set against another
+    assert _round_before({"results": [*results, result("collect_coal", "mine_coal", 60, head_test=True)]}) == []
     pool = code_pool.pool_of([])
-    assert survival_origin(pool) == "the built-in"
+    assert survival_origin(pool) == ""  # the report names the built-in itself
     pool.add("def stay_alive(game):\n    yield 'noop'\n", subtask="collect_coal", kind="code")
-    assert survival_origin(pool) == "your own (written for collect_coal)"
+    assert survival_origin(pool) == "the `stay_alive` written for collect_coal: one you write replaces it"
     pool.add("def stay_alive(game):\n    yield 'sleep'\n", subtask="collect_iron", kind="code", this_subtask=True)
-    assert survival_origin(pool) == "your own (this subtask's code)"
+    assert survival_origin(pool) == "the `stay_alive` of this subtask's code: revise it there"
+
+
+def test_measure_sets_a_round_against_the_one_before_and_names_the_stay_alive_this_subtask_wrote(tmp_path):
+    """The wiring as the measure node runs it: record the round, then read its report from the updated state.
+    The second round of the same code marks the seed that died as before; the early-death line names the
+    stay_alive this subtask's code defines, which is the one its tests loaded."""
+    import json
+
+    from langchain_core.messages import ToolMessage
+
+    from nodes.attempt.rounds import record_round
+    from nodes.fast import report_text
+    from nodes.state import with_update
+
+    wood = {"name": "collect_wood", "kind": "code", "entry": "collect_wood", "passing": True, "success_rate": 1.0,
+            "episodes": 8, "sources": ["def collect_wood(game):\n    yield 'do'\n"]}
+    code = ("def stay_alive(game):\n    yield 'noop'\n\n\n"
+            "def collect_coal(game):\n    yield from stay_alive(game)\n    yield 'do'\n")
+    target = {"name": "collect_coal", "kind": "code"}
+    state: dict = {"plan": [{"name": "collect_wood"}, {"name": "collect_coal"}], "subtask_index": 1,
+                   "skills": {"collect_wood": wood}, "decomposition": {"sub_actions": [target]},
+                   "code_versions": [{"subtask": "collect_coal", "sub_action": "collect_coal", "source": code}],
+                   "messages": [], "results": [], "budget_steps": 100_000}
+
+    def run_round(steps: int) -> str:
+        nonlocal state
+        calls = [{"name": "run_code_in_env", "args": {"code": code, "seed": seed},
+                  "id": f"r{len(state['messages'])}s{seed}"}
+                 for seed in (1, 2)]
+        reports = [{"seed": seed, "ended": "died", "task_success": False, "steps": steps + seed,
+                    "death_cause": "zombie", "achievements_before": [], "achievements_unlocked": [],
+                    "inventory_after": {"health": 0}, "trace": "step 1: noop"} for seed in (1, 2)]
+        reports[1]["steps"] = 7 + len(state["messages"])  # seed 2 ends elsewhere each round
+        ai = AIMessage(content="", tool_calls=calls, id=f"round{len(state['messages'])}")  # a round is its id
+        state = {**state, "messages": [*state["messages"], ai, *[
+            ToolMessage(content=json.dumps(r), name="run_code_in_env", tool_call_id=c["id"])
+            for c, r in zip(calls, reports, strict=True)]]}
+        update, _ = record_round(state)
+        state = with_update(state, update)
+        return report_text(state, RunSettings(out_dir=tmp_path))
+
+    first = run_round(100)
+    assert "as last round" not in first
+    assert "between skills the chain called the `stay_alive` of this subtask's code: revise it there" in first
+    second = run_round(100)
+    seeds = {x.split(":")[0] for x in second.splitlines() if x.startswith("seed ")}
+    assert seeds == {"seed 1 (as last round)", "seed 2"}, second

@@ -577,31 +577,39 @@ def test_every_failing_seed_keeps_its_line_and_the_successes_share_one():
 
 
 def test_a_report_marks_the_seeds_that_ended_as_last_round_and_names_the_chains_stay_alive():
-    """An answerer spent revisions on seeds its changes never reached: a seed that ended the same way at the
-    same step as in the round before is marked, one that moved is not; the early-death line says whose
-    stay_alive the chain called."""
+    """An answerer spent revisions on seeds its changes never reached: a seed that died or returned at the same
+    step, of the same cause, holding the same as in the round before is marked; one that moved, or whose
+    ending says nothing of its play (out of steps at the limit, an error before the first step), is not. The
+    early-death line says whose stay_alive the chain called."""
     prefix = ["collect_wood", "place_table"]
 
-    def report(seed: int, steps: int, cause: str | None, won: bool = False) -> dict:
-        return {"seed": seed, "ended": "success" if won else "died", "task_success": won, "steps": steps,
-                "death_cause": cause, "achievements_before": [],
+    def report(seed: int, steps: int, cause: str | None, won: bool = False, ended: str = "died",
+               held: int = 0, failure: str | None = None) -> dict:
+        return {"seed": seed, "ended": "success" if won else ended, "task_success": won, "steps": steps,
+                "death_cause": cause, "achievements_before": [], "failure_kind": failure,
                 "achievements_unlocked": ["collect_wood"] + (["place_table", "collect_stone"] if won else []),
-                "inventory_after": {"health": 0 if not won else 5}, "trace": "step 1: noop"}
+                "inventory_after": {"health": 0 if not won else 5, "wood": held}, "trace": "step 1: noop"}
 
     def ended(r: dict) -> dict:  # the round's per-seed entry as nodes.attempt.results keeps it
-        return {"seed": r["seed"], "success": r["task_success"], "steps": r["steps"], "failure": None,
-                "ended": r["ended"], "death_cause": r["death_cause"]}
+        return {"seed": r["seed"], "success": r["task_success"], "steps": r["steps"], "failure": r["failure_kind"],
+                "ended": r["ended"], "death_cause": r["death_cause"], "inventory_after": r["inventory_after"]}
 
-    before = [report(1, 183, "zombie"), report(2, 240, "zombie"), report(3, 300, "thirst"), report(4, 90, "zombie")]
-    now = [report(1, 183, "zombie"), report(2, 251, "zombie"), report(3, 300, "zombie"), report(4, 95, None, True)]
+    before = [report(1, 183, "zombie"), report(2, 240, "zombie"), report(3, 300, "thirst"), report(4, 90, "zombie"),
+              report(5, 300, None, ended="out_of_steps"), report(6, 0, None, ended="error", failure="load"),
+              report(7, 120, "starvation"), report(8, 150, None, ended="action_returned")]
+    now = [report(1, 183, "zombie"), report(2, 251, "zombie"), report(3, 300, "zombie"), report(4, 95, None, True),
+           report(5, 300, None, ended="out_of_steps"), report(6, 0, None, ended="error", failure="load"),
+           report(7, 120, "starvation", held=2), report(8, 150, None, ended="action_returned")]
     text = summarise_reports_for_agent(now, max_chars=4000, prerequisites=prefix,
-                                       last_round=[ended(r) for r in before], survival="your own (written for x)")
-    lines = {x.split(":")[0]: x for x in text.splitlines() if x.startswith("seed ")}
-    assert set(lines) == {"seed 1 (as last round)", "seed 2", "seed 3"}  # 2 moved, 3 died of another cause
-    assert "1 failing seeds (marked 'as last round') ended at the same step in the same way" in text
-    assert "3 died before it; the chain called your own (written for x) `stay_alive` between skills" in text
+                                       last_round=[ended(r) for r in before], survival="the `stay_alive` of x")
+    lines = {x.split(":")[0] for x in text.splitlines() if x.startswith("seed ")}
+    assert lines == {"seed 1 (as last round)", "seed 2", "seed 3", "seed 5", "seed 6", "seed 7",
+                     "seed 8 (as last round)"}  # 2 moved, 3 died of another cause, 7 held more
+    assert "2 failing seeds (marked 'as last round') ended at the same step in the same way" in text
+    assert "died before it; between skills the chain called the `stay_alive` of x" in text
     first = summarise_reports_for_agent(now, max_chars=4000, prerequisites=prefix)  # no round before
-    assert "as last round" not in first and "the chain called the built-in `stay_alive`" in first
+    assert "as last round" not in first
+    assert "between skills the chain called the built-in `stay_alive`: one you write replaces it" in first
 
 
 def test_a_report_counts_each_helper_that_stopped_short_with_its_reason():

@@ -529,6 +529,7 @@ DETAIL_ERROR_CHARS = 700
 # what the code did before it (a shelter walking in the dark); the view's rows are cut first
 MIN_TRACE_CHARS = 400
 MIN_SUMMARY_CHARS = 300
+BUILTIN_SURVIVAL = "the built-in `stay_alive`: one you write replaces it, here too"
 
 
 def summarise_reports_for_agent(reports: list[CodeRunReport | dict], max_chars: int = 2500,
@@ -540,9 +541,10 @@ def summarise_reports_for_agent(reports: list[CodeRunReport | dict], max_chars: 
     its line, the end of the trace, the last view. `prerequisites` and `judged`: what a run must pass to
     reach the action under test (tools.trace.reached_action). `last_round`: the previous round's per-seed
     endings of the same action (nodes.attempt.results.summarise_code_runs' `per_seed`), to mark the seeds
-    that ended exactly as then. `survival`: whose `stay_alive` the chain called between skills, said where
-    runs died before the action. At most `max_chars` characters. Reports may be
-    CodeRunReports or their `model_dump(mode="json")` dicts (as they come back from a checkpoint)."""
+    that ended exactly as then. `survival`: whose `stay_alive` the chain called between skills and what the
+    model can do about it (BUILTIN_SURVIVAL when empty), said where runs died before the action. At most
+    `max_chars` characters. Reports may be CodeRunReports or their `model_dump(mode="json")` dicts (as they
+    come back from a checkpoint)."""
     if not isinstance(max_chars, int) or max_chars < MIN_SUMMARY_CHARS:
         raise ValueError(f"max_chars must be an integer >= {MIN_SUMMARY_CHARS}, got {max_chars!r}")
     rows = []
@@ -574,8 +576,8 @@ def summarise_reports_for_agent(reports: list[CodeRunReport | dict], max_chars: 
         early_deaths = sum(1 for r in rows if not reached[id(r)] and _ended_of(r) == "died")
         if early_deaths:  # the one lever the fast agent has over the chain before its action
             # which one ran: an answerer that had rewritten it could not tell whether its version played
-            lines.append(f"{early_deaths} died before it; the chain called {survival or 'the built-in'} "
-                         "`stay_alive` between skills: one you write replaces it, here too")
+            lines.append(f"{early_deaths} died before it; between skills the chain called "
+                         f"{survival or BUILTIN_SURVIVAL}")
     repeated = _repeated_endings(rows, last_round)
     if repeated:  # an answerer spent revisions on seeds its changes never reached
         lines.append(f"{len(repeated)} failing seeds (marked 'as last round') ended at the same step in the same "
@@ -619,17 +621,26 @@ def summarise_reports_for_agent(reports: list[CodeRunReport | dict], max_chars: 
     return out[:max_chars]
 
 
-def _repeated_endings(rows: list[dict], last_round: Sequence[Mapping[str, Any]]) -> set:
-    """The seeds of failing runs that ended as the same seed did in `last_round`: the same way, at the same
-    step, of the same cause. The world is fixed by its seed, so the play up to there was most likely the same."""
+# endings a revision that played differently would most likely move: a death or a return, at a step the code
+# decided. Out of steps always ends at the limit, and an error that stops a program before its first step ends
+# at step 0 whatever the code says: neither tells that the play was the same.
+REPEATABLE_ENDINGS = ("died", "action_returned")
+
+
+def _repeated_endings(rows: list[dict], last_round: Sequence[Mapping[str, Any]]) -> set[Any]:
+    """The seeds of failing runs that ended as the same seed did in `last_round`: a death or a return at the
+    same step, of the same cause, holding the same inventory. The world is fixed by its seed, so the play up
+    to there was most likely the same."""
     before = {e.get("seed"): e for e in last_round if isinstance(e, Mapping) and not e.get("success")}
     out = set()
     for r in rows:
         was = before.get(r.get("seed"))
-        if was is None or r.get("task_success") or r.get("failure_kind") == "harness":
+        if (was is None or r.get("task_success") or r.get("failure_kind")
+                or r.get("ended") not in REPEATABLE_ENDINGS):
             continue
-        if (was.get("ended"), was.get("steps"), was.get("death_cause"), was.get("failure")) == (
-                r.get("ended"), r.get("steps"), r.get("death_cause"), r.get("failure_kind")):
+        if (was.get("ended"), was.get("steps"), was.get("death_cause"), was.get("failure"),
+                was.get("inventory_after") or {}) == (r.get("ended"), r.get("steps"), r.get("death_cause"), None,
+                                                        r.get("inventory_after") or {}):
             out.add(r.get("seed"))
     return out
 
