@@ -17,6 +17,7 @@ it); an unchanged resubmission is not tested again.
 from __future__ import annotations
 
 import hashlib
+import json
 import uuid
 from collections.abc import Mapping
 from typing import Any, Literal, cast
@@ -279,6 +280,15 @@ def report_text(state: Mapping[str, Any], settings: RunSettings) -> str:
     program = next((c["args"].get("code", "") for c in last_tool_calls(messages) if c["name"] == CODE_TOOL), "")
     own = (state.get("last_attempt") or {}).get("code") or ""
     return relocate_lines(text, program, own) if program else text
+
+
+def program_identity(program: str) -> str:
+    """What makes two test programs the same test: their definitions, whatever order the pool assembled them
+    in (a resent answer can come back in another order once it is the live version, and an answerer was
+    charged a second test for it), or the text itself where it does not parse."""
+    defined = definitions(program)
+    text = json.dumps(sorted(defined.items())) if defined else program
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _round_before(state: Mapping[str, Any]) -> list[dict]:
@@ -601,7 +611,7 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
         program, action, seeds = with_library(lib.pool, code), target["name"], seeds[:1]
     # the same program on the same seeds is the same test: it would only spend the budget, and the critic judges
     # it. The program, not the answer, is compared: a building block rewritten since changes what a test plays.
-    tested_as = hashlib.sha256(program.encode()).hexdigest()[:16]
+    tested_as = program_identity(program)
     if last.get("sub_action") == target["name"] and last.get("max_steps") == max_steps and (
             last.get("program") == tested_as or ("program" not in last and last.get("code") == code)):
         return to_critic(update, "the fast agent resubmitted unchanged code")

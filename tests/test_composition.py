@@ -422,3 +422,19 @@ def test_measure_sets_a_round_against_the_one_before_and_names_the_stay_alive_th
     second = run_round(100)
     seeds = {x.split(":")[0] for x in second.splitlines() if x.startswith("seed ")}
     assert seeds == {"seed 1 (as last round)", "seed 2"}, second
+
+
+def test_a_resent_program_is_the_same_test_whatever_order_its_definitions_come_in():
+    """An answerer resent its code unchanged and was charged a second test of 5,300 steps: once live, its
+    version came back with the action after a new helper instead of before it. The same definitions in
+    another order are the same test; a changed definition is not, and a program that does not parse is
+    compared by its text."""
+    from nodes.fast import program_identity
+
+    helper = "def near(game):\n    return True\n"
+    action = "def collect_coal(game):\n    if near(game):\n        yield 'do'\n"
+    assert program_identity(helper + "\n\n" + action) == program_identity(action + "\n\n" + helper)
+    changed = action.replace("do", "noop")
+    assert program_identity(helper + "\n\n" + action) != program_identity(helper + "\n\n" + changed)
+    broken = "def collect_coal(game):\n    yield 'do'\n  yield 'noop'\n"
+    assert program_identity(broken) != program_identity(broken + "\n# changed\n")
