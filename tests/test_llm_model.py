@@ -503,3 +503,20 @@ def test_prose_past_its_limit_is_cut_at_a_word_and_marked():
     assert verdict.feedback[-5] != " " and not verdict.feedback[:-4].endswith(("befo", "exi"))
     short = "3/8: the first night kills it."
     assert Critique(sub_action="a", verdict="revise", success_rate=0.4, feedback=short).feedback == short
+
+
+def test_a_reask_carries_only_the_latest_rejected_answer_and_its_start():
+    """A small model's rejected answers (2,048 tokens of noise each) once piled up in the re-asks until the
+    prompt outgrew its context window and the run stopped: each re-ask is the question, the latest rejected
+    answer cut to its start, and its error."""
+    from nodes.models.chat import REJECTED_ANSWER_CHARS
+
+    noise = "x" * (3 * REJECTED_ANSWER_CHARS)
+    m, chat = model_with(ai(content="first " + noise), ai(content="second " + noise), ai(calls=[("Plan", GOOD_PLAN)]),
+                         retries=2)
+    assert len(m.structured("planner", PROMPT, Plan).subtasks) == 2
+    third = chat.prompts[2]
+    assert len(third) == len(chat.prompts[1]) == len(PROMPT) + 2  # the question, one answer, one error
+    quoted = third[-2].content
+    assert quoted.startswith("second ") and "first " not in quoted
+    assert len(quoted) < REJECTED_ANSWER_CHARS + 100 and "more characters of this answer left out" in quoted

@@ -612,6 +612,29 @@ def test_a_report_marks_the_seeds_that_ended_as_last_round_and_names_the_chains_
     assert "between skills the chain called the built-in `stay_alive`: one you write replaces it" in first
 
 
+def test_the_first_failure_keeps_the_moves_before_its_death_when_the_seed_lines_fill_the_report():
+    """An answerer read a death's detail with its trace cut to the death line alone, while a second detail showed
+    only its health losses: the first failure gets the room for the moves that led to it first."""
+    losses = ", ".join(f"step {300 + 20 * k} skeleton arrow -2" for k in range(6))
+
+    def run(seed: int, won: bool) -> dict:
+        moves = [f"step {k}: move_left (in main > collect_iron > mine_mineral > stay_alive > collect_food > go_to) "
+                 "-> health -2 (zombie)" for k in range(380, 440)]
+        return {"seed": seed, "ended": "success" if won else "died", "task_success": won, "steps": 440,
+                "death_cause": None if won else "skeleton arrow", "achievements_before": [],
+                "achievements_unlocked": ["collect_wood", "collect_drink", "eat_cow", "defeat_zombie"],
+                "inventory_after": {"health": 0, "food": 5, "stone": 8, "stone_pickaxe": 1, "wood_sword": 1},
+                "running_at_end": "main > collect_iron > mine_mineral > stay_alive > collect_food > go_to",
+                "death_detail": f"health lost in the last steps: {losses}; at the end: health 0, food 5",
+                "vitals": ", ".join(f"{k} 9/8/7/6" for k in range(0, 440, 50)),
+                "trace": "\n".join([*moves, "step 440: the player died (skeleton arrow); health 0, food 5"])}
+
+    text = summarise_reports_for_agent([run(s, s % 2 == 0) for s in range(1600, 1608)], max_chars=2350)
+    first = text.split("--- detail of seed")[1]
+    shown = first.split("trace (end):\n", 1)[1].splitlines()
+    assert len([line for line in shown if line.startswith("step 43")]) >= 3, first
+
+
 def test_a_report_counts_each_helper_that_stopped_short_with_its_reason():
     code = ("def main(game):\n    for _ in range(30):\n        yield from game.shelter()\n"
             "        yield from game.go_to((60, 60))\n        yield 'noop'\n")

@@ -518,7 +518,7 @@ def _write_gif(frames: list, output_dir: str, base: dict) -> str | None:
 ERROR_FIRST_LINE_CHARS = 160
 REFUSAL_CHARS = 260  # a helper's refusal whole: its end says what it needs (the game API's are shorter)
 MAX_DETAILS = 3  # failing seeds shown in detail, while the budget lasts
-MIN_DETAIL_CHARS = 500
+MIN_DETAIL_CHARS = 1200  # the first failure whole where the room allows: its death, bars, the moves before it, the view
 MIN_LATER_DETAIL_CHARS = 250  # a second failure's death and last health losses say more than its absence
 MIN_CUT_LINE_CHARS = 40  # a detail's last line is cut to fit when at least this much of it can show
 DEATH_REFUSAL_WINDOW = 100  # steps before a death within which a helper's refusal is told on its line

@@ -65,8 +65,20 @@ def next_step_instruction(tools: Sequence[Any]) -> str:
             f"arguments fit that tool's schema, calling one of these tools:\n{listing}")
 
 
+REJECTED_ANSWER_CHARS = 4000  # of a rejected answer, shown in the re-ask: its start says what was tried
+
+
+def clip_rejected(text: str, limit: int = REJECTED_ANSWER_CHARS) -> str:
+    """A rejected answer as the re-ask quotes it: whole up to `limit` characters, else its start and a count."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n[... {len(text) - limit} more characters of this answer left out ...]"
+
+
 class ReaskingModel:
-    """Ask, validate, and re-ask with the validation error, up to `output_retries` times.
+    """Ask, validate, and re-ask with the validation error, up to `output_retries` times. Each re-ask is the
+    question with the latest rejected answer (its start, `clip_rejected`) and its error: the prompt of a re-ask
+    does not grow with the number of tries.
 
     Subclasses set `name`, `usage` and `output_retries` and give `_ask` a `send` (one request:
     the answer and facts about the request) and a `parse` (the result, or `InvalidOutput`).
@@ -95,8 +107,10 @@ class ReaskingModel:
                 return parse(raw)
             except InvalidOutput as e:
                 last_error = str(e)
-            msgs = msgs + [
-                AIMessage(content=render_answer(raw)),
+            # the question again with only the latest rejected answer, its start kept: a re-ask that carried every
+            # rejected answer whole (a small model's 2,048 tokens of noise each) outgrew the context window
+            msgs = list(messages) + [
+                AIMessage(content=clip_rejected(render_answer(raw))),
                 HumanMessage(content=f"Your answer was not valid: {last_error}\n{instruction}"),
             ]
         raise ModelOutputError(role, expected, attempts, last_error, model=self.name)
