@@ -16,6 +16,7 @@ it); an unchanged resubmission is not tested again.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import uuid
@@ -283,11 +284,36 @@ def report_text(state: Mapping[str, Any], settings: RunSettings) -> str:
 
 
 def program_identity(program: str) -> str:
-    """What makes two test programs the same test: their definitions, whatever order the pool assembled them
-    in (a resent answer can come back in another order once it is the live version, and an answerer was
-    charged a second test for it), or the text itself where it does not parse."""
-    defined = definitions(program)
-    text = json.dumps(sorted(defined.items())) if defined else program
+    """What makes two test programs the same test: their top-level statements, in any order where no statement
+    reads at load time (a constant's value, a decorator, a default) a name the program binds and no name is
+    bound twice, else in program order. A resent answer can come back in another order once it is the live
+    version (an answerer was charged a second test for it); where order could change what loads, it counts.
+    A program that does not parse is its text."""
+    try:
+        tree = ast.parse(program)
+    except (SyntaxError, ValueError):
+        return hashlib.sha256(program.encode()).hexdigest()[:16]
+    bound: list[str] = []
+    read: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bound.append(node.name)
+            load_time: list[ast.AST] = list(node.decorator_list)
+            if not isinstance(node, ast.ClassDef):
+                load_time += [d for d in (*node.args.defaults, *node.args.kw_defaults) if d is not None]
+            else:
+                load_time += [*node.bases, *node.keywords]
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            bound += [(a.asname or a.name).split(".")[0] for a in node.names]
+            load_time = []
+        else:
+            bound += [n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
+            load_time = [node]
+        read |= {n.id for part in load_time for n in ast.walk(part) if isinstance(n, ast.Name)
+                 and isinstance(n.ctx, ast.Load)}
+    statements = [ast.unparse(node) for node in tree.body]
+    free = len(bound) == len(set(bound)) and not read & set(bound)
+    text = json.dumps(sorted(statements) if free else statements)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

@@ -438,3 +438,10 @@ def test_a_resent_program_is_the_same_test_whatever_order_its_definitions_come_i
     assert program_identity(helper + "\n\n" + action) != program_identity(helper + "\n\n" + changed)
     broken = "def collect_coal(game):\n    yield 'do'\n  yield 'noop'\n"
     assert program_identity(broken) != program_identity(broken + "\n# changed\n")
+    # where order decides what loads, it counts: a default read before its constant is bound raises NameError
+    constant, reader = "N = 5\n", "def act(game, n=N):\n    yield 'do'\n"
+    assert program_identity(constant + "\n" + reader) != program_identity(reader + "\n" + constant)
+    shadowed = helper + "\nnear = print\n"  # a name bound twice: the order says which one is live
+    assert program_identity(shadowed) != program_identity("near = print\n\n" + helper)
+    # a statement that binds nothing still counts
+    assert program_identity(action) != program_identity(action + "\nprint('x')\n")

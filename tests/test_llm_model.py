@@ -383,6 +383,17 @@ def test_prompt_that_leaves_no_room_is_refused_before_sending():
     assert issubclass(ContextWindowError, ModelServerError)
 
 
+def test_a_reask_that_does_not_fit_the_window_is_an_unusable_answer_not_a_stopped_run():
+    """The question fitted and its answer was noise; the re-ask quoting it does not fit: the call fails as a bad
+    answer (the graph's fallback takes over), not as a server error that stops the run."""
+    chat = ScriptedChat(script=[ai(content="noise " * 40)], prompts=[], call_kwargs=[])
+    room = fake_counter(PROMPT, []) + MIN_ANSWER_TOKENS + 50
+    m = LLMModel("tiny", chat_model=chat, context_window=room, count_prompt=fake_counter)
+    with pytest.raises(ModelOutputError, match="asking again did not fit the context window") as exc:
+        m.structured("critic", PROMPT, Plan)
+    assert exc.value.attempts == 1 and len(chat.prompts) == 1
+
+
 def test_close_runs_the_hook_once():
     closed = []
     m = LLMModel("m", chat_model=ScriptedChat(script=[], prompts=[], call_kwargs=[]),

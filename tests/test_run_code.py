@@ -511,6 +511,24 @@ def test_when_the_chain_loses_runs_before_the_action_one_of_them_is_shown_in_det
     # with no death on the way, the action's own failures keep every detail
     text = summarise_reports_for_agent(rows[:3], max_chars=4000, prerequisites=prefix, judged=judged)
     assert "--- detail of seed 7" not in text and text.count("--- detail of seed ") == 3
+    # at the fast agent's report size, with long traces, the first detail leaves the death on the way its room
+
+    def run(seed: int, ended: str, reached: bool) -> dict:
+        running = "main > collect_stone > go_to" if reached else "main > stay_alive > collect_food"
+        moves = [f"step {k}: move_left (in {running}) -> health -2 (zombie)" for k in range(380, 440)]
+        return {"seed": seed, "ended": ended, "task_success": ended == "success", "steps": 440,
+                "death_cause": "zombie" if ended == "died" else None, "achievements_before": [],
+                "achievements_unlocked": prefix, "inventory_after": {"health": 0, "food": 5, "wood": 2},
+                "running_at_end": running, "first_steps": {"main": 1, "collect_wood": 1} | (
+                    {"collect_stone": 90} if reached else {}),
+                "death_detail": "health lost in the last steps: step 420 zombie -2; at the end: health 0",
+                "vitals": ", ".join(f"{k} 9/8/7/6" for k in range(0, 440, 50)),
+                "trace": "\n".join([*moves, "step 440: the player died (zombie)"])}
+
+    for failing in (1, 2, 3, 5):
+        rows = [run(s, "died" if s < failing else "success", True) for s in range(7)] + [run(7, "died", False)]
+        text = summarise_reports_for_agent(rows, max_chars=2350, prerequisites=prefix, judged=judged)
+        assert len(text) <= 2350 and "--- detail of seed 7 " in text, (failing, text)
 
 
 def test_a_death_line_says_why_a_helper_stopped_short_just_before_and_is_never_cut_inside_a_word():

@@ -603,18 +603,24 @@ def summarise_reports_for_agent(reports: list[CodeRunReport | dict], max_chars: 
     early = [k for k, r in enumerate(ranked) if not reached[id(r)] and _ended_of(r) == "died"]
     if early and early[0] > 1:
         ranked.insert(1, ranked.pop(early[0]))
+    early_second = len(ranked) > 1 and bool(early) and early[0] >= 1
     if not ranked:
         return head[:max_chars]
     # the most informative failure in full; more of them while a fair share of the budget is left
     out, room = head, max_chars - len(head) - 1
     for k, report in enumerate(ranked[:MAX_DETAILS]):
-        # the first gets most of it: one failure seen whole (its trace's end and view) helps more than two cut.
-        # A later one comes only while its share fits what is left: the final cut would end it mid-word.
+        # the first gets most of it: one failure seen whole (its trace's end and view) helps more than two cut,
+        # but leaves a death on the way to the action its own detail. A later one comes only while at least
+        # MIN_LATER_DETAIL_CHARS are left (the final cut would end it mid-word), with all of them when no third fits.
         share = room if k == len(ranked[:MAX_DETAILS]) - 1 else room * 2 // 3
         if k == 0:
             share = min(room, max(share, MIN_DETAIL_CHARS))
-        elif share < MIN_LATER_DETAIL_CHARS:
+            if early_second:
+                share = min(share, max(room * 2 // 3, room - MIN_LATER_DETAIL_CHARS - 1))
+        elif room < MIN_LATER_DETAIL_CHARS:
             break
+        elif share < MIN_LATER_DETAIL_CHARS:
+            share = room
         detail = _detail(report, share)
         out += "\n" + detail
         room -= len(detail) + 1

@@ -98,7 +98,15 @@ class ReaskingModel:
         attempts = self.output_retries + 1
         last_error = ""
         for attempt in range(1, attempts + 1):
-            raw, facts = send(msgs)
+            try:
+                raw, facts = send(msgs)
+            except ContextWindowError as e:
+                if attempt == 1:
+                    raise
+                # the question fitted; its re-ask with a rejected answer does not: the answer was unusable, and
+                # the graph's fallback for an unusable answer takes over (the run goes on)
+                raise ModelOutputError(role, expected, attempt - 1, f"{last_error}; asking again did not fit the "
+                                       f"context window ({e})", model=self.name) from e
             meta = getattr(raw, "usage_metadata", None) or {}
             tokens_in, tokens_out = int(meta.get("input_tokens", 0) or 0), int(meta.get("output_tokens", 0) or 0)
             self.usage.record(role, tokens_in, tokens_out, retry=attempt > 1)
