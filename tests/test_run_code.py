@@ -653,6 +653,32 @@ def test_the_first_failure_keeps_the_moves_before_its_death_when_the_seed_lines_
     assert len([line for line in shown if line.startswith("step 43")]) >= 3, first
 
 
+def test_a_second_detail_shows_an_ending_the_first_did_not():
+    """An answerer saw only zombie deaths in detail while its starvation and thirst deaths grew, and repaired
+    those blind: after the first detail comes a failure that ended otherwise, with room kept for it."""
+
+    def died(seed: int, cause: str, steps: int) -> dict:
+        moves = [f"step {k}: move_left (in main > collect_iron > go_to) -> health -2 ({cause})"
+                 for k in range(steps - 60, steps)]
+        return {"seed": seed, "ended": "died", "task_success": False, "steps": steps, "death_cause": cause,
+                "achievements_before": [], "achievements_unlocked": ["collect_wood"],
+                "inventory_after": {"health": 0, "food": 0 if cause == "starvation" else 5, "stone": 3},
+                "running_at_end": "main > collect_iron > go_to",
+                "death_detail": f"health lost in the last steps: step {steps} {cause} -2; at the end: health 0",
+                "vitals": ", ".join(f"{k} 9/8/7/6" for k in range(0, steps, 50)),
+                "trace": "\n".join([*moves, f"step {steps}: the player died ({cause})"])}
+
+    # ranked by steps: the zombie deaths come first, the starvation death last
+    rows = [died(1, "zombie", 480), died(2, "zombie", 470), died(3, "zombie", 460), died(4, "starvation", 300)]
+    text = summarise_reports_for_agent(rows, max_chars=2350)
+    details = [line for line in text.splitlines() if line.startswith("--- detail of seed ")]
+    assert len(text) <= 2350 and [d.split()[4] for d in details[:2]] == ["1", "4"], details
+    # the same ending everywhere: the first keeps its room (the moves before its death)
+    same = summarise_reports_for_agent([died(s, "zombie", 480 - s) for s in range(1, 5)], max_chars=2350)
+    first = same.split("--- detail of seed")[1].split("trace (end):\n", 1)[1]
+    assert len([line for line in first.splitlines() if line.startswith("step ")]) >= 4, first
+
+
 def test_a_report_counts_each_helper_that_stopped_short_with_its_reason():
     code = ("def main(game):\n    for _ in range(30):\n        yield from game.shelter()\n"
             "        yield from game.go_to((60, 60))\n        yield 'noop'\n")

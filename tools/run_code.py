@@ -603,19 +603,24 @@ def summarise_reports_for_agent(reports: list[CodeRunReport | dict], max_chars: 
     early = [k for k, r in enumerate(ranked) if not reached[id(r)] and _ended_of(r) == "died"]
     if early and early[0] > 1:
         ranked.insert(1, ranked.pop(early[0]))
-    early_second = len(ranked) > 1 and bool(early) and early[0] >= 1
+    # then each next detail shows an ending not shown yet where there is one: an answerer saw only zombie deaths
+    # in detail while its starvation and thirst deaths grew, and repaired those blind
+    ranked = _varied(ranked, 2 if early and early[0] >= 1 else 1)
+    second_needed = len(ranked) > 1 and (bool(early) and early[0] >= 1
+                                         or _ending(ranked[1]) != _ending(ranked[0]))
     if not ranked:
         return head[:max_chars]
     # the most informative failure in full; more of them while a fair share of the budget is left
     out, room = head, max_chars - len(head) - 1
     for k, report in enumerate(ranked[:MAX_DETAILS]):
         # the first gets most of it: one failure seen whole (its trace's end and view) helps more than two cut,
-        # but leaves a death on the way to the action its own detail. A later one comes only while at least
-        # MIN_LATER_DETAIL_CHARS are left (the final cut would end it mid-word), with all of them when no third fits.
+        # but leaves room for a second that ended otherwise (another cause, or a death on the way to the action).
+        # A later one comes only while at least MIN_LATER_DETAIL_CHARS are left (the final cut would end it
+        # mid-word), with all of them when no third fits.
         share = room if k == len(ranked[:MAX_DETAILS]) - 1 else room * 2 // 3
         if k == 0:
             share = min(room, max(share, MIN_DETAIL_CHARS))
-            if early_second:
+            if second_needed:
                 share = min(share, max(room * 2 // 3, room - MIN_LATER_DETAIL_CHARS - 1))
         elif room < MIN_LATER_DETAIL_CHARS:
             break
@@ -729,6 +734,23 @@ def _most_informative(rows: list[dict], reached: Callable[[dict], bool] = lambda
     rank = {"error": 0, "died": 1}
     return sorted(failing, key=lambda r: (not reached(r), rank.get(_ended_of(r), 2), -len(_gained(r)),
                                           -int(r.get("steps") or 0)))
+
+
+def _ending(report: dict) -> tuple[str, str]:
+    """How a failure ended, as the details tell them apart: the way, and a death's cause."""
+    return _ended_of(report), str(report.get("death_cause") or "")
+
+
+def _varied(ranked: list[dict], kept: int) -> list[dict]:
+    """`ranked` with its first `kept` in place, then at each place the best-ranked failure whose ending
+    (`_ending`) no earlier one has, else the best-ranked left."""
+    out, rest = ranked[:kept], ranked[kept:]
+    while rest:
+        shown = {_ending(r) for r in out}
+        pick = next((r for r in rest if _ending(r) not in shown), rest[0])
+        out.append(pick)
+        rest.remove(pick)
+    return out
 
 
 def _detail(report: dict, budget: int) -> str:
