@@ -69,11 +69,11 @@ def _file_head_test(state: Mapping[str, Any], update: dict, settings: RunSetting
     current = with_update(state, update)
     measured = current.get("last_result") or {}
     tested = (state.get("last_attempt") or {}).get("sub_action")
+    report = report_text(current, settings)
     update["code_tested"] = [*(state.get("code_tested") or []), {
-        "sub_action": tested, "report": report_text(current, settings)[:TESTED_REPORT_CHARS],
+        "sub_action": tested, "report": report[:TESTED_REPORT_CHARS],
         "successes": measured.get("successes"), "episodes": measured.get("episodes")}]
     loaded = tested in SubtaskCode(with_update(state, update), settings).pool
     # a broken one comes back for one repair with its report; a working one is done
-    update["last_attempt"] = None if loaded else {**(state.get("last_attempt") or {}),
-                                                  "report": report_text(current, settings)}
+    update["last_attempt"] = None if loaded else {**(state.get("last_attempt") or {}), "report": report}
     update["events"] = [measure_event(measured, "tested before training")]

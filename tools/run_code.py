@@ -598,18 +598,18 @@ def summarise_reports_for_agent(reports: list[CodeRunReport | dict], max_chars: 
         lines.append(_cut(success_line, 200))
     head = "\n".join(lines)
     ranked = _most_informative(rows, lambda r: reached[id(r)])
+    if not ranked:
+        return head[:max_chars]
     # a death on the way to the action is repaired elsewhere (a stay_alive the model writes): when the chain
     # loses runs there, the second detail shows one, whatever the action's own failures
     early = [k for k, r in enumerate(ranked) if not reached[id(r)] and _ended_of(r) == "died"]
     if early and early[0] > 1:
         ranked.insert(1, ranked.pop(early[0]))
+    early_second = bool(early) and early[0] >= 1
     # then each next detail shows an ending not shown yet where there is one: an answerer saw only zombie deaths
     # in detail while its starvation and thirst deaths grew, and repaired those blind
-    ranked = _varied(ranked, 2 if early and early[0] >= 1 else 1)
-    second_needed = len(ranked) > 1 and (bool(early) and early[0] >= 1
-                                         or _ending(ranked[1]) != _ending(ranked[0]))
-    if not ranked:
-        return head[:max_chars]
+    ranked = _varied(ranked, 2 if early_second else 1)
+    second_needed = len(ranked) > 1 and (early_second or _ending(ranked[1]) != _ending(ranked[0]))
     # the most informative failure in full; more of them while a fair share of the budget is left
     out, room = head, max_chars - len(head) - 1
     for k, report in enumerate(ranked[:MAX_DETAILS]):
