@@ -89,6 +89,8 @@ def verdict_rules(settings: RunSettings, inner: int, outer: int, kind: str, scor
     # that reached the sub-action (nodes.attempt.results.judged_rate), which the critic must know to foresee the outcome
     judged = ("its success_given_start (its success_rate when no earlier skill plays first, or when no test run "
               "reached the action)") if kind == "code" else "its success_rate"
+    # an answerer could not tell that a revise or a move spends one of the subtask's outer iterations
+    next_outer = f" (outer iteration {outer + 2} of {settings.max_outer_iters}, whose tests spend steps again)"
     rules = [f"pass: the subtask is done with this attempt; a pass counts as revise when {judged} is below the "
              f"skill threshold {settings.skill_threshold:.0%}."]
     if not outer_left:
@@ -99,12 +101,13 @@ def verdict_rules(settings: RunSettings, inner: int, outer: int, kind: str, scor
         rules.append("revise: the fast agent trains again with your feedback.")
     elif kind == "rl":
         rules.append("revise: the trainings of this decomposition are spent: " + (
-            "the slow agent revises the decomposition with your feedback." if outer_left else "as fail."))
+            f"the slow agent revises the decomposition with your feedback{next_outer}." if outer_left
+            else "as fail."))
     else:  # a code attempt reaches the critic when it meets the pass rule or its own repairs are spent
-        rules.append("revise: " + ("the slow agent revises the decomposition with your feedback (its fast agent "
-                                   "then writes the code again, starting from this attempt and its report)."
-                                   if outer_left else "as fail."))
-    rules.append("move: " + ("the slow agent moves the sub-action to the kind you name." if outer_left
+        rules.append("revise: " + (f"the slow agent revises the decomposition with your feedback{next_outer}; "
+                                   "its fast agent then writes the code again, starting from this attempt and its "
+                                   "report." if outer_left else "as fail."))
+    rules.append("move: " + (f"the slow agent moves the sub-action to the kind you name{next_outer}." if outer_left
                              else "no outer iteration is left: as fail."))
     ranking = "the highest success_rate, then success_given_start" if kind == "code" else "the highest success_rate"
     # a score plan never re-plans for a failure (nodes.planner._go_on_without): a critic told otherwise chose

@@ -258,18 +258,24 @@ def _limits(limits: Mapping[str, Any] | None, mode: str) -> str:
         return ""
     seeds, steps = limits.get("test_seeds"), limits.get("max_steps_per_test")
     lines = []
-    if mode == "code" and seeds is not None and steps is not None:
-        cost, left = int(seeds) * int(steps), limits.get("budget_left")
+    left = limits.get("budget_left")
+    round_line = mode == "code" and seeds is not None and steps is not None
+    if round_line:
+        cost = int(seeds) * int(steps)
         spent = min(cost, int(left)) if left is not None else cost
-        capped = f" (capped at the {left} left: each episode gets its share)" if spent < cost else ""
+        capped = " (capped: each episode gets its share)" if spent < cost else ""
+        of_left = f" of the {left} budget steps left" if left is not None else ""
         used = limits.get("last_round_steps")
         typical = f"; your last round used {used}" if used is not None else ""
-        lines.append(f"A test round: {seeds} episodes of up to {steps} steps, up to {spent} steps in all{capped}"
-                     f"{typical}; `max_steps` caps it.")
+        # answerers found a worst case near the whole budget left unremarked, and cut it themselves
+        heavy = left is not None and spent * 4 >= int(left) and (used is None or used * 4 >= int(left))
+        cap = "`max_steps` caps it" + (": keep steps for later subtasks" if heavy else "")
+        lines.append(f"A test round: {seeds} episodes of up to {steps} steps, up to {spent}{of_left}{capped}"
+                     f"{typical}; {cap}.")
     if mode == "code" and limits.get("max_code_chars"):
         lines.append(f"An answer's code holds at most {limits['max_code_chars']} characters.")
-    if limits.get("budget_left") is not None:
-        lines.append(f"Environment steps left in the budget: {limits['budget_left']}.")
+    if left is not None and not round_line:
+        lines.append(f"Environment steps left in the budget: {left}.")
     if mode == "code" and limits.get("pass_rule"):
         lines.append(f"Pass rule: {limits['pass_rule']}.")
     rest = {k: v for k, v in limits.items()

@@ -169,7 +169,7 @@ def test_fast_code_prompt_renders_the_contract():
     assert "Why it is code" not in human and "Slow agent's hints" not in human
     assert "Your last code and what happened (revision 2 of 3)" in human
     assert context["last_attempt"]["report"][-40:] in human and context["last_attempt"]["code"][-30:] in human
-    assert "A test round: 3 episodes of up to 10000 steps, up to 30000 steps in all" in human
+    assert "A test round: 3 episodes of up to 10000 steps, up to 30000 of the 400000 budget steps left" in human
     assert "subtasks_left 1" in human  # limits the prompt does not know still reach the model
     assert "Critic feedback" in human
     context["last_attempt"] = {"sub_action": "mine_diamond", "code": "def mine_diamond(game):\n    yield 'do'\n",
@@ -437,10 +437,18 @@ def test_the_test_cost_line_gives_the_last_rounds_real_cost_beside_the_worst_cas
     context["limits"] = {**context["limits"], "test_seeds": 8, "max_steps_per_test": 10000, "budget_left": 90000,
                          "last_round_steps": 4321}
     text = _text("fast", context)
-    assert "up to 80000 steps in all; your last round used 4321; `max_steps` caps it." in text
-    assert "last_round_steps" not in text
+    assert "up to 80000 of the 90000 budget steps left; your last round used 4321; `max_steps` caps it." in text
+    assert "last_round_steps" not in text and "Environment steps left" not in text  # said once, on the round's line
     del context["limits"]["last_round_steps"]
-    assert "your last round used" not in _text("fast", context)
+    first = _text("fast", context)
+    assert "your last round used" not in first
+    # answerers found a worst case near the whole budget left unremarked: a heavy round says what it risks
+    assert "`max_steps` caps it: keep steps for later subtasks." in first
+    context["limits"].update(max_steps_per_test=500)  # 4,000 of 90,000: nothing to warn of
+    assert "up to 4000 of the 90000 budget steps left; `max_steps` caps it." in _text("fast", context)
+    context["limits"].update(max_steps_per_test=20000)
+    assert "up to 90000 of the 90000 budget steps left (capped: each episode gets its share)" in _text(
+        "fast", context)
     context["limits"]["max_code_chars"] = 8000
     assert "An answer's code holds at most 8000 characters." in _text("fast", context)
 
@@ -468,3 +476,17 @@ def test_the_critic_hears_what_fail_does_in_a_score_plan():
     score = verdict_rules(settings, 0, 0, "code", score_plan=True)
     assert "below it the planner re-plans" in chain and "re-plans" not in score
     assert "still plays in this run's chain when it ever succeeded" in score
+
+
+def test_the_critic_hears_that_revise_and_move_spend_an_outer_iteration():
+    """An answerer could not tell that a revise costs the subtask one of its outer iterations (and tests again)."""
+    from nodes.critic import verdict_rules
+    from nodes.settings import RunSettings
+
+    settings = RunSettings(task="collect_diamond", max_outer_iters=3)
+    first = verdict_rules(settings, 0, 0, "code")
+    assert "feedback (outer iteration 2 of 3, whose tests spend steps again); its fast agent" in first
+    assert "moves the sub-action to the kind you name (outer iteration 2 of 3" in first
+    assert "outer iteration 3 of 3" in verdict_rules(settings, 3, 1, "rl")
+    last = verdict_rules(settings, 0, 2, "code")
+    assert "whose tests spend steps again" not in last and "revise: as fail." in last  # none is left to spend

@@ -367,6 +367,29 @@ def test_trace_drops_the_middle_and_keeps_the_end():
     assert len(tail) > 2 * len(head)  # the end gets the larger share
 
 
+def test_the_codes_prints_outlive_the_steps_dropped_around_them():
+    """An answerer's print() diagnostics never reached its report: they had run before the trace's end. The
+    trace keeps them when it drops its middle, and a detail shows the last of them above the trace's end."""
+    trace = TraceBuilder(max_chars=1000)
+    for t in range(1, 3001):
+        if t in (700, 1500):
+            trace.printed(t, f"DIAG no water known at step {t}")
+        trace.step(t, "do", ["wood +1"] if t % 2 else [])
+    trace.note("step 3000: the player died (zombie)")
+    text = trace.render()
+    assert len(text) <= 1000 and text.endswith("the player died (zombie)")
+    assert "print at step 700: DIAG" in text and "print at step 1500: DIAG" in text
+    dropped = int(text.split("[... ", 1)[1].split(" ", 1)[0])
+    # 3,003 lines (a step or its 'uneventful' marker each, 2 prints, the death): the marker counts what is gone
+    assert dropped == 3003 - (len(text.splitlines()) - 1)
+    report = {"seed": 5, "ended": "died", "task_success": False, "steps": 3000, "death_cause": "zombie",
+              "achievements_unlocked": [], "inventory_after": {"health": 0}, "trace": text}
+    detail = summarise_reports_for_agent([report], max_chars=900).split("--- detail of seed 5", 1)[1]
+    prints, end = detail.split("trace (end):\n", 1)
+    assert "print at step 1500: DIAG no water known at step 1500" in prints and "player died" in end
+    assert "print at step" not in end
+
+
 def test_summary_for_the_agent_keeps_the_error_line_and_stays_under_the_cap():
     error = run_code("def main(game):\n    yield 'noop'\n    x = {}['missing']\n", seed=4, **FAST)
     idle = run_code(IDLE, seed=3, max_steps=60, **FAST)
@@ -483,7 +506,8 @@ def test_a_death_before_the_judged_action_took_a_step_is_not_counted_against_it(
     lines = {line.split(":")[0]: line for line in text.splitlines() if line.startswith("seed ")}
     # a death before the action says where and with what, as one inside it does: a stay_alive can change it
     assert lines["seed 1"].startswith("seed 1: died at step 201 (zombie) before your action; "
-                                      "in go_near; at death: food 0")
+                                      "in go_near (the chain walking to the stations a make_ or place_ step "
+                                      "needs); at death: food 0")
     assert lines["seed 1"].endswith("; held wood 2")
     assert "; in make_pickaxe > go_to; at death: food 0" in lines["seed 2"]
     assert "--- detail of seed 2 " in text  # the run that reached the action is the one shown in full
@@ -585,6 +609,17 @@ def test_every_failing_seed_keeps_its_line_and_the_successes_share_one():
     inside = {**early, "running_at_end": "main > place_table > stay_alive"}  # the skill it died in names itself
     assert ("seed 9: died at step 309 (zombie) before your action; in place_table > stay_alive; at death"
             in summarise_reports_for_agent(rows + [inside], max_chars=8000, prerequisites=prefix))
+    # what the chain's main calls itself between skills is named as the chain's: answerers read
+    # "in explore > explore" as a skill of their own; an action or skill of that name stays itself
+    glue = {**early, "running_at_end": "main > explore > explore"}
+    assert ("before your action (place_table next); in explore > explore (the chain exploring after an action found "
+            "nothing to act on); at death" in summarise_reports_for_agent(rows + [glue], max_chars=8000,
+                                                                          prerequisites=prefix))
+    walking = {**report(9, False), "running_at_end": "main > go_near > go_to"}
+    assert "in go_near > go_to (the chain walking to the stations a make_ or place_ step needs)" in (
+        summarise_reports_for_agent(rows + [walking], max_chars=8000, prerequisites=prefix))
+    own = summarise_reports_for_agent(rows + [glue], max_chars=8000, prerequisites=prefix, judged=["explore"])
+    assert "in explore > explore; at death" in own and "the chain exploring" not in own
     # a long chain of earlier skills is named by its ends: the room goes to the seeds
     chain = [f"skill_{i}" for i in range(9)]
     assert ("earlier skills played first (9 skills, skill_0 to skill_8): 0 of 8 runs reached your action"
@@ -677,6 +712,22 @@ def test_a_second_detail_shows_an_ending_the_first_did_not():
     same = summarise_reports_for_agent([died(s, "zombie", 480 - s) for s in range(1, 5)], max_chars=2350)
     first = same.split("--- detail of seed")[1].split("trace (end):\n", 1)[1]
     assert len([line for line in first.splitlines() if line.startswith("step ")]) >= 4, first
+    # where the first would take it all, room is kept for the second: it shows the starvation death
+    eight = [died(s, "zombie", 480 - s) for s in range(1, 8)] + [died(8, "starvation", 300)]
+    parts = summarise_reports_for_agent(eight, max_chars=2500).split("--- detail of seed ")[1:]
+    assert len(parts) == 2 and parts[1].startswith("8 ") and "death: starvation" in parts[1], parts
+    assert len(parts[1]) >= 250 and "death: zombie" in parts[0]
+    # where both cannot fit, the first is not cut for a second that cannot come
+    small = summarise_reports_for_agent(eight, max_chars=1500)
+    alone = small.split("--- detail of seed ")[1:]
+    assert len(alone) == 1 and len(small) > 1450, small
+    # a run that ran out of steps before the earlier skills were done shows neither the action nor a death:
+    # it is not promoted over a failure of the action itself
+    short = {**died(9, "zombie", 5000), "ended": "out_of_steps", "death_cause": None, "death_detail": "",
+             "achievements_unlocked": []}
+    ordered = summarise_reports_for_agent([died(1, "zombie", 480), died(2, "zombie", 470), short],
+                                          max_chars=2500, prerequisites=["collect_wood"])
+    assert [d.split()[0] for d in ordered.split("--- detail of seed ")[1:3]] == ["1", "2"], ordered
 
 
 def test_a_report_counts_each_helper_that_stopped_short_with_its_reason():

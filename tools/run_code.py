@@ -44,7 +44,7 @@ from sandbox import (
     check_source,
 )
 from sandbox.wire import clean_text
-from tools.trace import TraceBuilder, reached_action
+from tools.trace import PRINT_PREFIX, TraceBuilder, reached_action
 
 DEFAULT_OUTPUT_DIR = os.path.join("runs", "code_runs")
 MAX_STEPS_LIMIT = 10_000
@@ -528,6 +528,8 @@ DETAIL_ERROR_CHARS = 700
 # the trace's end (its lines) before the view: an answerer shown a death with only its last line could not see
 # what the code did before it (a shelter walking in the dark); the view's rows are cut first
 MIN_TRACE_CHARS = 400
+MAX_EARLIER_PRINT_CHARS = 400  # the code's last prints before the trace's end, within a quarter of the room
+EARLIER_PRINTS = "your last prints before the trace's end:"
 MIN_SUMMARY_CHARS = 300
 BUILTIN_SURVIVAL = "the built-in `stay_alive`: one you write replaces it, here too"
 
@@ -589,7 +591,7 @@ def summarise_reports_for_agent(reports: list[CodeRunReport | dict], max_chars: 
     successes = [r for r in rows if r.get("task_success")]
     success_line = (f"success on {len(successes)} seeds: " + ", ".join(
         f"{r.get('seed')} at step {_success_at(r)}" for r in successes)) if successes else ""
-    failing = [_seed_line(r, prerequisites, reached[id(r)], r.get("seed") in repeated)
+    failing = [_seed_line(r, prerequisites, reached[id(r)], r.get("seed") in repeated, judged)
                for r in rows if not r.get("task_success")]
     room = budget - sum(len(x) + 1 for x in lines) - min(len(success_line) + 1, 200)
     share = max(MIN_SEED_LINE_CHARS, room // max(1, len(failing)))
@@ -608,7 +610,9 @@ def summarise_reports_for_agent(reports: list[CodeRunReport | dict], max_chars: 
     early_second = bool(early) and early[0] >= 1
     # then each next detail shows an ending not shown yet where there is one: an answerer saw only zombie deaths
     # in detail while its starvation and thirst deaths grew, and repaired those blind
-    ranked = _varied(ranked, 2 if early_second else 1)
+    # (only a run that reached the action or died before it: one that ran out of steps on the way shows neither)
+    ranked = _varied(ranked, 2 if early_second else 1,
+                     lambda r: reached[id(r)] or _ended_of(r) == "died")
     second_needed = len(ranked) > 1 and (early_second or _ending(ranked[1]) != _ending(ranked[0]))
     # the most informative failure in full; more of them while a fair share of the budget is left
     out, room = head, max_chars - len(head) - 1
@@ -620,12 +624,13 @@ def summarise_reports_for_agent(reports: list[CodeRunReport | dict], max_chars: 
         share = room if k == len(ranked[:MAX_DETAILS]) - 1 else room * 2 // 3
         if k == 0:
             share = min(room, max(share, MIN_DETAIL_CHARS))
-            if second_needed:
-                share = min(share, max(room * 2 // 3, room - MIN_LATER_DETAIL_CHARS - 1))
+            # kept for the second only where both fit: a first cut for a second that then cannot come helps none
+            if second_needed and room - MIN_LATER_DETAIL_CHARS - 1 >= room * 2 // 3:
+                share = min(share, room - MIN_LATER_DETAIL_CHARS - 1)
         elif room < MIN_LATER_DETAIL_CHARS:
             break
-        elif share < MIN_LATER_DETAIL_CHARS:
-            share = room
+        elif share < MIN_LATER_DETAIL_CHARS or room - share - 1 < MIN_LATER_DETAIL_CHARS:
+            share = room  # no third could follow: this one takes what is left
         detail = _detail(report, share)
         out += "\n" + detail
         room -= len(detail) + 1
@@ -656,9 +661,10 @@ def _repeated_endings(rows: list[dict], last_round: Sequence[Mapping[str, Any]])
     return out
 
 
-def _seed_line(report: dict, prerequisites: Sequence[str] = (), reached: bool = True, repeated: bool = False) -> str:
+def _seed_line(report: dict, prerequisites: Sequence[str] = (), reached: bool = True, repeated: bool = False,
+               judged: Sequence[str] = ()) -> str:
     """A failing seed's line; `prerequisites` in the order the chain plays them; `repeated`: it ended as in the
-    last round (said at the front, where no cut for room reaches)."""
+    last round (said at the front, where no cut for room reaches); `judged`: the functions of the action."""
     line = f"seed {report.get('seed')}{' (as last round)' if repeated else ''}: {_ended_text(report)}"
     if report.get("failure_kind") == "harness":
         return line + "; a harness failure, not counted against the code"
@@ -668,6 +674,7 @@ def _seed_line(report: dict, prerequisites: Sequence[str] = (), reached: bool = 
     # a chain's outermost function is its main: the line's room goes to what ran inside it
     where = clean_text(report.get("running_at_end") or "", ERROR_FIRST_LINE_CHARS, mark=False)
     where = "" if where == "main" else where.removeprefix("main > ")
+    where += _chain_glue(where, [*prerequisites, *judged])
     if missing and not report.get("task_success"):
         # not this action's code to repair, but a death there is what a stay_alive the model writes can change:
         # where it happened and the bars at death, as for a death inside the action. The skill it ended in is
@@ -694,6 +701,18 @@ def _seed_line(report: dict, prerequisites: Sequence[str] = (), reached: bool = 
             line += f"; its last step was in {where}"
     gained = [a for a in _gained(report) if a not in prerequisites]  # the earlier skills' are said once above
     return line + f"; gained {', '.join(gained) if gained else 'nothing'}"
+
+
+# what the chain's main calls between skills (prompts/chain_driver.py), by the function it calls: an answerer
+# read "in explore > explore" as a skill of its own and could not tell which step of the chain it was
+CHAIN_GLUE = {"go_near": "the chain walking to the stations a make_ or place_ step needs",
+              "explore": "the chain exploring after an action found nothing to act on"}
+
+
+def _chain_glue(where: str, skills: Sequence[str]) -> str:
+    """' (the chain ...)' where the first function `where` names is one the chain's main calls itself."""
+    first = where.split(" > ", 1)[0]
+    return f" ({CHAIN_GLUE[first]})" if first in CHAIN_GLUE and first not in skills else ""
 
 
 def _skills_text(skills: Sequence[str]) -> str:
@@ -741,13 +760,13 @@ def _ending(report: dict) -> tuple[str, str]:
     return _ended_of(report), str(report.get("death_cause") or "")
 
 
-def _varied(ranked: list[dict], kept: int) -> list[dict]:
-    """`ranked` with its first `kept` in place, then at each place the best-ranked failure whose ending
-    (`_ending`) no earlier one has, else the best-ranked left."""
+def _varied(ranked: list[dict], kept: int, promotable: Callable[[dict], bool] = lambda r: True) -> list[dict]:
+    """`ranked` with its first `kept` in place, then at each place the best-ranked `promotable` failure whose
+    ending (`_ending`) no earlier one has, else the best-ranked left."""
     out, rest = ranked[:kept], ranked[kept:]
     while rest:
         shown = {_ending(r) for r in out}
-        pick = next((r for r in rest if _ending(r) not in shown), rest[0])
+        pick = next((r for r in rest if promotable(r) and _ending(r) not in shown), rest[0])
         out.append(pick)
         rest.remove(pick)
     return out
@@ -777,12 +796,15 @@ def _detail(report: dict, budget: int) -> str:
     view_room = min(room // 2, room - heading - min(MIN_TRACE_CHARS, len(report.get("trace") or "")))
     view = _whole_lines(f"last view:\n{report['last_view']}", view_room) if report.get("last_view") else ""
     room -= len(view) + heading
-    tail: list[str] = []
-    for line in reversed(trace_lines):  # the end of the trace: where it died or broke
-        if len(line) + 1 > room:
-            break
-        tail.insert(0, line)
-        room -= len(line) + 1
+    tail = _trace_end(trace_lines, room)
+    # the code's own prints before the trace's end: an answerer's diagnostics vanished with the earlier lines
+    printed = [line for line in trace_lines[:len(trace_lines) - len(tail)] if line.startswith(PRINT_PREFIX)]
+    if printed:
+        shown = _trace_end(printed, min(room // 4, MAX_EARLIER_PRINT_CHARS) - len(EARLIER_PRINTS) - 1)
+        if shown:
+            parts.append(EARLIER_PRINTS + "\n" + "\n".join(shown))
+            room -= len(parts[-1]) + 1
+            tail = _trace_end(trace_lines, room)
     if tail:
         cut = "[... earlier lines dropped ...]\n" if len(tail) < len(trace_lines) else ""
         parts.append("trace (end):\n" + cut + "\n".join(tail))
@@ -797,6 +819,17 @@ def _detail(report: dict, budget: int) -> str:
     room = budget - len(kept) - (1 if kept else 0)
     following = text[len(kept) + (1 if kept else 0):].split("\n", 1)[0]
     return kept + ("\n" if kept else "") + _cut(following, room) if room >= MIN_CUT_LINE_CHARS else kept
+
+
+def _trace_end(lines: list[str], room: int) -> list[str]:
+    """The last of `lines` that fit whole in `room` characters (one newline each)."""
+    tail: list[str] = []
+    for line in reversed(lines):
+        if len(line) + 1 > room:
+            break
+        tail.insert(0, line)
+        room -= len(line) + 1
+    return tail
 
 
 def _vitals_line(vitals: str, room: int) -> str:

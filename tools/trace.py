@@ -14,6 +14,8 @@ from typing import Any
 
 MAX_PRINT_LINES = 200
 MAX_LINE_CHARS = 200
+PRINT_PREFIX = "print at step "
+MIDDLE_MARKER = "[... "
 HEAD_SHARE = 4  # when shortened, the head gets 1/HEAD_SHARE of max_chars and the tail the rest
 
 
@@ -40,7 +42,7 @@ class TraceBuilder:
         self.prints += 1
         if self.prints > MAX_PRINT_LINES:
             return
-        self.lines.append(("print", f"print at step {t}: {_clip(text)}", True))
+        self.lines.append(("print", f"{PRINT_PREFIX}{t}: {_clip(text)}", True))
 
     def note(self, text: str) -> None:
         self.lines.append(("note", _clip(text), True))
@@ -50,7 +52,26 @@ class TraceBuilder:
         if self.prints > MAX_PRINT_LINES:
             out.append(f"({self.prints - MAX_PRINT_LINES} more print lines dropped)")
         text = "\n".join(out)
-        return text if len(text) <= self.max_chars else "\n".join(drop_middle(out, self.max_chars))
+        if len(text) <= self.max_chars:
+            return text
+        # the code's own prints outlive the middle's steps: they are the diagnostics its author asked for
+        printed = [line for line in out if line.startswith(PRINT_PREFIX)]
+        room = min(self.max_chars // 8, sum(len(line) + 1 for line in printed))
+        kept = drop_middle(out, self.max_chars - room)
+        marker = next((i for i, line in enumerate(kept) if line.startswith(MIDDLE_MARKER)), None)
+        if marker is None:
+            return "\n".join(kept)
+        shown = set(kept)
+        lost = [line for line in printed if line not in shown]
+        rescued: list[str] = []
+        for line in reversed(lost):
+            if len(line) + 1 > room:
+                break
+            rescued.insert(0, line)
+            room -= len(line) + 1
+        if rescued:  # the marker counts what is still left out
+            kept[marker] = _middle_marker(len(out) - len(kept) + 1 - len(rescued))
+        return "\n".join(kept[:marker + 1] + rescued + kept[marker + 1:])
 
     def _kept_lines(self) -> list[str]:
         """Every event, print and note; of the uneventful steps only the first `head` and the last `tail`."""
@@ -91,7 +112,11 @@ def drop_middle(lines: list[str], max_chars: int) -> list[str]:
         tail.insert(0, line)
         used += len(line) + 1
     dropped = len(lines) - len(head) - len(tail)
-    return head + ([f"[... {dropped} lines dropped from the middle of the trace ...]"] if dropped else []) + tail
+    return head + ([_middle_marker(dropped)] if dropped else []) + tail
+
+
+def _middle_marker(dropped: int) -> str:
+    return f"{MIDDLE_MARKER}{dropped} lines dropped from the middle of the trace ...]"
 
 
 def _clip(text: str) -> str:
