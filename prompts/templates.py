@@ -268,7 +268,8 @@ def _limits(limits: Mapping[str, Any] | None, mode: str) -> str:
         used = limits.get("last_round_steps")
         typical = f"; your last round used {used}" if used is not None else ""
         # answerers found a worst case near the whole budget left unremarked, and cut it themselves
-        heavy = left is not None and spent * 4 >= int(left) and (used is None or used * 4 >= int(left))
+        # (a last round that spent nothing, code that did not load, says nothing of what a round costs)
+        heavy = left is not None and 0 < int(left) <= spent * 4 and (not used or used * 4 >= int(left))
         cap = "`max_steps` caps it" + (": keep steps for later subtasks" if heavy else "")
         lines.append(f"A test round: {seeds} episodes of up to {steps} steps, up to {spent}{of_left}{capped}"
                      f"{typical}; {cap}.")

@@ -444,6 +444,9 @@ def test_the_test_cost_line_gives_the_last_rounds_real_cost_beside_the_worst_cas
     assert "your last round used" not in first
     # answerers found a worst case near the whole budget left unremarked: a heavy round says what it risks
     assert "`max_steps` caps it: keep steps for later subtasks." in first
+    context["limits"]["last_round_steps"] = 0  # code that did not load spent nothing: no measure of a round
+    assert "keep steps for later subtasks" in _text("fast", context)
+    del context["limits"]["last_round_steps"]
     context["limits"].update(max_steps_per_test=500)  # 4,000 of 90,000: nothing to warn of
     assert "up to 4000 of the 90000 budget steps left; `max_steps` caps it." in _text("fast", context)
     context["limits"].update(max_steps_per_test=20000)

@@ -797,14 +797,15 @@ def _detail(report: dict, budget: int) -> str:
     view = _whole_lines(f"last view:\n{report['last_view']}", view_room) if report.get("last_view") else ""
     room -= len(view) + heading
     tail = _trace_end(trace_lines, room)
-    # the code's own prints before the trace's end: an answerer's diagnostics vanished with the earlier lines
-    printed = [line for line in trace_lines[:len(trace_lines) - len(tail)] if line.startswith(PRINT_PREFIX)]
-    if printed:
-        shown = _trace_end(printed, min(room // 4, MAX_EARLIER_PRINT_CHARS) - len(EARLIER_PRINTS) - 1)
+    # the code's own prints before the trace's end: an answerer's diagnostics vanished with the earlier lines.
+    # Their room is set aside before the end is cut again, so no print falls between the two.
+    if any(line.startswith(PRINT_PREFIX) for line in trace_lines[:len(trace_lines) - len(tail)]):
+        aside = min(room // 4, MAX_EARLIER_PRINT_CHARS)
+        tail = _trace_end(trace_lines, room - aside)
+        printed = [line for line in trace_lines[:len(trace_lines) - len(tail)] if line.startswith(PRINT_PREFIX)]
+        shown = _trace_end(printed, aside - len(EARLIER_PRINTS) - 1)
         if shown:
             parts.append(EARLIER_PRINTS + "\n" + "\n".join(shown))
-            room -= len(parts[-1]) + 1
-            tail = _trace_end(trace_lines, room)
     if tail:
         cut = "[... earlier lines dropped ...]\n" if len(tail) < len(trace_lines) else ""
         parts.append("trace (end):\n" + cut + "\n".join(tail))

@@ -54,8 +54,11 @@ class TraceBuilder:
         text = "\n".join(out)
         if len(text) <= self.max_chars:
             return text
-        # the code's own prints outlive the middle's steps: they are the diagnostics its author asked for
+        kept = drop_middle(out, self.max_chars)
         printed = [line for line in out if line.startswith(PRINT_PREFIX)]
+        if all(line in kept for line in printed):
+            return "\n".join(kept)
+        # the code's own prints outlive the middle's steps: they are the diagnostics its author asked for
         room = min(self.max_chars // 8, sum(len(line) + 1 for line in printed))
         kept = drop_middle(out, self.max_chars - room)
         marker = next((i for i, line in enumerate(kept) if line.startswith(MIDDLE_MARKER)), None)
