@@ -90,7 +90,7 @@ def verdict_rules(settings: RunSettings, inner: int, outer: int, kind: str, scor
     judged = ("its success_given_start (its success_rate when no earlier skill plays first, or when no test run "
               "reached the action)") if kind == "code" else "its success_rate"
     # an answerer could not tell that a revise or a move spends one of the subtask's outer iterations
-    next_outer = f" (outer iteration {outer + 2} of {settings.max_outer_iters}, whose tests spend steps again)"
+    next_outer = f" (outer iteration {outer + 2} of {settings.max_outer_iters}, spending steps again)"
     rules = [f"pass: the subtask is done with this attempt; a pass counts as revise when {judged} is below the "
              f"skill threshold {settings.skill_threshold:.0%}."]
     if not outer_left:
@@ -170,6 +170,7 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
         "report": last.get("report") if judged["kind"] == "code" else None,
         "fast_error": fast_error, "target": settings.target_success,
         "best_by_kind": {**earlier, "rl_before": earlier.get("rl")},
+        "best_measure": "success_given_start" if from_chain else "success_rate",
         "inner_iter": inner, "max_inner_iters": max_inner, "outer_iter": outer, "max_outer_iters": max_outer,
         "loops": loops_text(settings, inner, outer, judged["kind"]),
         "budget_left": budget_left(current), "min_train_steps": MIN_TRAIN_STEPS,

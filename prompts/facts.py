@@ -209,6 +209,7 @@ class CriticFacts(TypedDict):
     fast_error: str | None               # why no answer of the fast agent could be used
     target: float
     best_by_kind: dict[str, float | None]  # best earlier rate per kind, and 'rl_before'
+    best_measure: str  # which rate best_by_kind holds: success_rate, or success_given_start beside chain starts
     inner_iter: int
     max_inner_iters: int
     outer_iter: int

@@ -259,18 +259,22 @@ def _limits(limits: Mapping[str, Any] | None, mode: str) -> str:
     seeds, steps = limits.get("test_seeds"), limits.get("max_steps_per_test")
     lines = []
     left = limits.get("budget_left")
-    round_line = mode == "code" and seeds is not None and steps is not None
-    if round_line:
+    # no round when nothing is left: the budget line alone says so
+    round_line = False
+    if mode == "code" and seeds is not None and steps is not None and (left is None or int(left) > 0):
+        round_line = True
         cost = int(seeds) * int(steps)
         spent = min(cost, int(left)) if left is not None else cost
         capped = " (capped: each episode gets its share)" if spent < cost else ""
-        of_left = f" of the {left} budget steps left" if left is not None else ""
+        of_left = f" of the {left} budget steps left" if left is not None else " steps in all"
         used = limits.get("last_round_steps")
         typical = f"; your last round used {used}" if used is not None else ""
         # answerers found a worst case near the whole budget left unremarked, and cut it themselves
         # (a last round that spent nothing, code that did not load, says nothing of what a round costs)
         heavy = left is not None and 0 < int(left) <= spent * 4 and (not used or used * 4 >= int(left))
-        cap = "`max_steps` caps it" + (": keep steps for later subtasks" if heavy else "")
+        # (and room for the earlier skills a test replays: a cap cut too far ends episodes before the action)
+        cap = "`max_steps` caps it" + (": keep steps for later subtasks, and room in each episode for the earlier "
+                                       "skills" if heavy else "")
         lines.append(f"A test round: {seeds} episodes of up to {steps} steps, up to {spent}{of_left}{capped}"
                      f"{typical}; {cap}.")
     if mode == "code" and limits.get("max_code_chars"):
@@ -378,8 +382,9 @@ def _render_critic(c: CriticFacts) -> str:
              f"Pass rule: {c['pass_rule']}." if c.get("pass_rule") else "",
              _target_verdict(c) if c.get("meets_target") is not None else "",
              _same_seeds_text(c.get("same_seeds") or []),
-             f"Best rates so far by kind: {_pairs(c['best_by_kind']) or 'none yet'}."
-             if c.get("best_by_kind") is not None else "",
+             # named by its measure: an answerer read 'code 0.625' beside a judged 71% as a contradiction
+             f"Best {c.get('best_measure') or 'rates'} of the earlier attempts at this subtask, by kind: "
+             f"{_pairs(c['best_by_kind']) or 'none yet'}." if c.get("best_by_kind") is not None else "",
              f"Loops: {_pairs(c['loops'])}." if c.get("loops") else "",
              f"Environment steps left in the budget: {c['budget_left']}." if c.get("budget_left") is not None else ""]
     return "".join([

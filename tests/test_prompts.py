@@ -300,6 +300,9 @@ def test_critic_prompt_shows_the_code_and_the_evidence():
     assert "success_given_start 0.25" in human and "Target success rate: 0.6." in human
     assert "inner 2 of 3; outer 1 of 3" in human
     assert "fast agent's error" not in human
+    # the earlier attempts' best is named by its measure: beside a judged 71%, 'code 0.625' read as a contradiction
+    named = _text("critic", {**critic_context(), "best_measure": "success_rate"})
+    assert "Best success_rate of the earlier attempts at this subtask, by kind: code 0.2" in named
     bare = _text("critic", {"subtask": "collect_wood", "sub_action": {"name": "x", "kind": "rl"},
                             "result": {"success_rate": 0.5}})
     assert "The judged code" not in bare and "success_rate 0.5" in bare
@@ -443,7 +446,14 @@ def test_the_test_cost_line_gives_the_last_rounds_real_cost_beside_the_worst_cas
     first = _text("fast", context)
     assert "your last round used" not in first
     # answerers found a worst case near the whole budget left unremarked: a heavy round says what it risks
-    assert "`max_steps` caps it: keep steps for later subtasks." in first
+    assert ("`max_steps` caps it: keep steps for later subtasks, and room in each episode for the earlier skills."
+            in first)
+    context["limits"].update(budget_left=0)  # nothing left: no round, the budget line says so
+    assert "A test round" not in _text("fast", context) and "Environment steps left in the budget: 0." in _text(
+        "fast", context)
+    del context["limits"]["budget_left"]
+    assert "up to 80000 steps in all; `max_steps` caps it." in _text("fast", context)
+    context["limits"]["budget_left"] = 90000
     context["limits"]["last_round_steps"] = 0  # code that did not load spent nothing: no measure of a round
     assert "keep steps for later subtasks" in _text("fast", context)
     del context["limits"]["last_round_steps"]
@@ -488,8 +498,8 @@ def test_the_critic_hears_that_revise_and_move_spend_an_outer_iteration():
 
     settings = RunSettings(task="collect_diamond", max_outer_iters=3)
     first = verdict_rules(settings, 0, 0, "code")
-    assert "feedback (outer iteration 2 of 3, whose tests spend steps again); its fast agent" in first
+    assert "feedback (outer iteration 2 of 3, spending steps again); its fast agent" in first
     assert "moves the sub-action to the kind you name (outer iteration 2 of 3" in first
     assert "outer iteration 3 of 3" in verdict_rules(settings, 3, 1, "rl")
     last = verdict_rules(settings, 0, 2, "code")
-    assert "whose tests spend steps again" not in last and "revise: as fail." in last  # none is left to spend
+    assert "spending steps again" not in last and "revise: as fail." in last  # none is left to spend

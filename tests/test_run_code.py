@@ -379,6 +379,10 @@ def test_the_codes_prints_outlive_the_steps_dropped_around_them():
     text = trace.render()
     assert len(text) <= 1000 and text.endswith("the player died (zombie)")
     assert "print at step 700: DIAG" in text and "print at step 1500: DIAG" in text
+    marker = next(line for line in text.splitlines() if line.startswith("[... "))
+    assert marker.endswith("; the code's prints from there follow ...]")  # marker, the rescued prints, the end
+    assert text.index(marker) < text.index("step 700: DIAG") < text.index("step 1500: DIAG") < text.index(
+        "step 2999: do")
     dropped = int(text.split("[... ", 1)[1].split(" ", 1)[0])
     # 3,003 lines (a step or its 'uneventful' marker each, 2 prints, the death): the marker counts what is gone
     assert dropped == 3003 - (len(text.splitlines()) - 1)
@@ -388,6 +392,18 @@ def test_the_codes_prints_outlive_the_steps_dropped_around_them():
     prints, end = detail.split("trace (end):\n", 1)
     assert "print at step 1500: DIAG no water known at step 1500" in prints and "player died" in end
     assert "print at step" not in end
+    # a print every 10 steps: those shown are the last before the trace's end, each once, none in a gap
+    many = TraceBuilder(max_chars=4000)
+    for t in range(1, 201):
+        many.step(t, "noop", [])
+        if t % 10 == 0:
+            many.printed(t, f"DIAG {t}")
+    many.note("step 200: the player died (zombie)")
+    report = {**report, "steps": 200, "trace": many.render()}
+    for budget in (600, 900, 1500):
+        detail = summarise_reports_for_agent([report], max_chars=budget + 200).split("--- detail of seed 5", 1)[1]
+        shown = [int(line.split()[3].rstrip(":")) for line in detail.splitlines() if line.startswith("print at step")]
+        assert shown and shown == list(range(shown[0], 201, 10)), (budget, shown)
 
 
 def test_summary_for_the_agent_keeps_the_error_line_and_stays_under_the_cap():
@@ -506,8 +522,7 @@ def test_a_death_before_the_judged_action_took_a_step_is_not_counted_against_it(
     lines = {line.split(":")[0]: line for line in text.splitlines() if line.startswith("seed ")}
     # a death before the action says where and with what, as one inside it does: a stay_alive can change it
     assert lines["seed 1"].startswith("seed 1: died at step 201 (zombie) before your action; "
-                                      "in go_near (the chain walking to the stations a make_ or place_ step "
-                                      "needs); at death: food 0")
+                                      "in go_near (the chain's walk to stations); at death: food 0")
     assert lines["seed 1"].endswith("; held wood 2")
     assert "; in make_pickaxe > go_to; at death: food 0" in lines["seed 2"]
     assert "--- detail of seed 2 " in text  # the run that reached the action is the one shown in full
@@ -612,14 +627,13 @@ def test_every_failing_seed_keeps_its_line_and_the_successes_share_one():
     # what the chain's main calls itself between skills is named as the chain's: answerers read
     # "in explore > explore" as a skill of their own; an action or skill of that name stays itself
     glue = {**early, "running_at_end": "main > explore > explore"}
-    assert ("before your action (place_table next); in explore > explore (the chain exploring after an action found "
-            "nothing to act on); at death" in summarise_reports_for_agent(rows + [glue], max_chars=8000,
-                                                                          prerequisites=prefix))
+    assert ("before your action (place_table next); in explore > explore (the chain's search: a skill found "
+            "nothing); at death" in summarise_reports_for_agent(rows + [glue], max_chars=8000, prerequisites=prefix))
     walking = {**report(9, False), "running_at_end": "main > go_near > go_to"}
-    assert "in go_near > go_to (the chain walking to the stations a make_ or place_ step needs)" in (
+    assert "in go_near > go_to (the chain's walk to stations); at death" in (
         summarise_reports_for_agent(rows + [walking], max_chars=8000, prerequisites=prefix))
     own = summarise_reports_for_agent(rows + [glue], max_chars=8000, prerequisites=prefix, judged=["explore"])
-    assert "in explore > explore; at death" in own and "the chain exploring" not in own
+    assert "in explore > explore; at death" in own and "the chain's search" not in own
     # a long chain of earlier skills is named by its ends: the room goes to the seeds
     chain = [f"skill_{i}" for i in range(9)]
     assert ("earlier skills played first (9 skills, skill_0 to skill_8): 0 of 8 runs reached your action"

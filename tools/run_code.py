@@ -529,7 +529,7 @@ DETAIL_ERROR_CHARS = 700
 # what the code did before it (a shelter walking in the dark); the view's rows are cut first
 MIN_TRACE_CHARS = 400
 MAX_EARLIER_PRINT_CHARS = 400  # the code's last prints before the trace's end, within a quarter of the room
-EARLIER_PRINTS = "your last prints before the trace's end:"
+EARLIER_PRINTS = "your print() lines from before the trace's end below:"
 MIN_SUMMARY_CHARS = 300
 BUILTIN_SURVIVAL = "the built-in `stay_alive`: one you write replaces it, here too"
 
@@ -610,10 +610,12 @@ def summarise_reports_for_agent(reports: list[CodeRunReport | dict], max_chars: 
     early_second = bool(early) and early[0] >= 1
     # then each next detail shows an ending not shown yet where there is one: an answerer saw only zombie deaths
     # in detail while its starvation and thirst deaths grew, and repaired those blind
-    # (only a run that reached the action or died before it: one that ran out of steps on the way shows neither)
-    ranked = _varied(ranked, 2 if early_second else 1,
-                     lambda r: reached[id(r)] or _ended_of(r) == "died")
-    second_needed = len(ranked) > 1 and (early_second or _ending(ranked[1]) != _ending(ranked[0]))
+    # (not a run that ran out of steps on the way to the action: it shows neither the action nor a death)
+    def promotable(r: dict) -> bool:
+        return reached[id(r)] or _ended_of(r) != "out_of_steps"
+    ranked = _varied(ranked, 2 if early_second else 1, promotable)
+    second_needed = len(ranked) > 1 and promotable(ranked[1]) and (
+        early_second or _ending(ranked[1]) != _ending(ranked[0]))
     # the most informative failure in full; more of them while a fair share of the budget is left
     out, room = head, max_chars - len(head) - 1
     for k, report in enumerate(ranked[:MAX_DETAILS]):
@@ -624,7 +626,8 @@ def summarise_reports_for_agent(reports: list[CodeRunReport | dict], max_chars: 
         share = room if k == len(ranked[:MAX_DETAILS]) - 1 else room * 2 // 3
         if k == 0:
             share = min(room, max(share, MIN_DETAIL_CHARS))
-            # kept for the second only where both fit: a first cut for a second that then cannot come helps none
+            # kept for the second only where the first still gets two thirds (a room of about 750 or more): below
+            # that the first takes it all, as a first cut for a second too short to help helps none
             if second_needed and room - MIN_LATER_DETAIL_CHARS - 1 >= room * 2 // 3:
                 share = min(share, room - MIN_LATER_DETAIL_CHARS - 1)
         elif room < MIN_LATER_DETAIL_CHARS:
@@ -674,7 +677,8 @@ def _seed_line(report: dict, prerequisites: Sequence[str] = (), reached: bool = 
     # a chain's outermost function is its main: the line's room goes to what ran inside it
     where = clean_text(report.get("running_at_end") or "", ERROR_FIRST_LINE_CHARS, mark=False)
     where = "" if where == "main" else where.removeprefix("main > ")
-    where += _chain_glue(where, [*prerequisites, *judged])
+    # what the line says: the functions, and who called them where the chain's main did (`where` stays the path)
+    shown = where + _chain_glue(where, [*prerequisites, *judged])
     if missing and not report.get("task_success"):
         # not this action's code to repair, but a death there is what a stay_alive the model writes can change:
         # where it happened and the bars at death, as for a death inside the action. The skill it ended in is
@@ -682,12 +686,12 @@ def _seed_line(report: dict, prerequisites: Sequence[str] = (), reached: bool = 
         line += " before your action"
         if missing[0] not in where.split(" > "):
             line += f" ({missing[0]} next)"
-        return line + (_death_facts(report, where) if died else f"; in {where}" if where else "")
+        return line + (_death_facts(report, shown) if died else f"; in {shown}" if shown else "")
     if died and not reached:
         # the chain was still walking to the stations or keeping the player fed: not the action's code
-        return line + " before your action" + _death_facts(report, where)
+        return line + " before your action" + _death_facts(report, shown)
     if died:
-        line += _death_facts(report, where)
+        line += _death_facts(report, shown)
     if report.get("last_refusal") and _ended_of(report) in ("action_returned", "out_of_steps"):
         line += f"; {clean_text(report['last_refusal'], REFUSAL_CHARS, mark=False)}"
     error = (report.get("error") or "").strip()
@@ -698,15 +702,15 @@ def _seed_line(report: dict, prerequisites: Sequence[str] = (), reached: bool = 
         line += f"; {first[:ERROR_FIRST_LINE_CHARS]}{'...' if len(first) > ERROR_FIRST_LINE_CHARS else ''}"
         if report.get("failure_kind") == "timeout" and where:
             # a process that stopped answering names no line: where its last step came from is the lead
-            line += f"; its last step was in {where}"
+            line += f"; its last step was in {shown}"
     gained = [a for a in _gained(report) if a not in prerequisites]  # the earlier skills' are said once above
     return line + f"; gained {', '.join(gained) if gained else 'nothing'}"
 
 
 # what the chain's main calls between skills (prompts/chain_driver.py), by the function it calls: an answerer
 # read "in explore > explore" as a skill of its own and could not tell which step of the chain it was
-CHAIN_GLUE = {"go_near": "the chain walking to the stations a make_ or place_ step needs",
-              "explore": "the chain exploring after an action found nothing to act on"}
+# Short: a seed line cut for room loses the bars and the held items after it first
+CHAIN_GLUE = {"go_near": "the chain's walk to stations", "explore": "the chain's search: a skill found nothing"}
 
 
 def _chain_glue(where: str, skills: Sequence[str]) -> str:
@@ -801,11 +805,12 @@ def _detail(report: dict, budget: int) -> str:
     # Their room is set aside before the end is cut again, so no print falls between the two.
     if any(line.startswith(PRINT_PREFIX) for line in trace_lines[:len(trace_lines) - len(tail)]):
         aside = min(room // 4, MAX_EARLIER_PRINT_CHARS)
-        tail = _trace_end(trace_lines, room - aside)
-        printed = [line for line in trace_lines[:len(trace_lines) - len(tail)] if line.startswith(PRINT_PREFIX)]
+        shorter = _trace_end(trace_lines, room - aside)
+        printed = [line for line in trace_lines[:len(trace_lines) - len(shorter)] if line.startswith(PRINT_PREFIX)]
         shown = _trace_end(printed, aside - len(EARLIER_PRINTS) - 1)
-        if shown:
+        if shown:  # else no print fits: the end keeps its room
             parts.append(EARLIER_PRINTS + "\n" + "\n".join(shown))
+            tail = shorter
     if tail:
         cut = "[... earlier lines dropped ...]\n" if len(tail) < len(trace_lines) else ""
         parts.append("trace (end):\n" + cut + "\n".join(tail))

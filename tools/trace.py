@@ -15,7 +15,8 @@ from typing import Any
 MAX_PRINT_LINES = 200
 MAX_LINE_CHARS = 200
 PRINT_PREFIX = "print at step "
-MIDDLE_MARKER = "[... "
+MIDDLE_MARKER, MIDDLE_MARKER_END = "[... ", " ...]"
+PRINTS_FOLLOW = "; the code's prints from there follow"
 HEAD_SHARE = 4  # when shortened, the head gets 1/HEAD_SHARE of max_chars and the tail the rest
 
 
@@ -60,8 +61,9 @@ class TraceBuilder:
             return "\n".join(kept)
         # the code's own prints outlive the middle's steps: they are the diagnostics its author asked for
         room = min(self.max_chars // 8, sum(len(line) + 1 for line in printed))
-        kept = drop_middle(out, self.max_chars - room)
-        marker = next((i for i, line in enumerate(kept) if line.startswith(MIDDLE_MARKER)), None)
+        kept = drop_middle(out, self.max_chars - room - len(PRINTS_FOLLOW))
+        marker = next((i for i, line in enumerate(kept) if line.startswith(MIDDLE_MARKER)
+                       and line.endswith(MIDDLE_MARKER_END)), None)
         if marker is None:
             return "\n".join(kept)
         shown = set(kept)
@@ -73,7 +75,7 @@ class TraceBuilder:
             rescued.insert(0, line)
             room -= len(line) + 1
         if rescued:  # the marker counts what is still left out
-            kept[marker] = _middle_marker(len(out) - len(kept) + 1 - len(rescued))
+            kept[marker] = _middle_marker(len(out) - len(kept) + 1 - len(rescued), prints_follow=True)
         return "\n".join(kept[:marker + 1] + rescued + kept[marker + 1:])
 
     def _kept_lines(self) -> list[str]:
@@ -118,8 +120,9 @@ def drop_middle(lines: list[str], max_chars: int) -> list[str]:
     return head + ([_middle_marker(dropped)] if dropped else []) + tail
 
 
-def _middle_marker(dropped: int) -> str:
-    return f"{MIDDLE_MARKER}{dropped} lines dropped from the middle of the trace ...]"
+def _middle_marker(dropped: int, prints_follow: bool = False) -> str:
+    after = PRINTS_FOLLOW if prints_follow else ""
+    return f"{MIDDLE_MARKER}{dropped} lines dropped from the middle of the trace{after}{MIDDLE_MARKER_END}"
 
 
 def _clip(text: str) -> str:
