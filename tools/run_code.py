@@ -44,7 +44,7 @@ from sandbox import (
     check_source,
 )
 from sandbox.wire import clean_text
-from tools.trace import PRINT_PREFIX, TraceBuilder, reached_action
+from tools.trace import PRINT_PREFIX, TraceBuilder, last_lines_within, reached_action
 
 DEFAULT_OUTPUT_DIR = os.path.join("runs", "code_runs")
 MAX_STEPS_LIMIT = 10_000
@@ -800,14 +800,14 @@ def _detail(report: dict, budget: int) -> str:
     view_room = min(room // 2, room - heading - min(MIN_TRACE_CHARS, len(report.get("trace") or "")))
     view = _whole_lines(f"last view:\n{report['last_view']}", view_room) if report.get("last_view") else ""
     room -= len(view) + heading
-    tail = _trace_end(trace_lines, room)
+    tail = last_lines_within(trace_lines, room)
     # the code's own prints before the trace's end: an answerer's diagnostics vanished with the earlier lines.
     # Their room is set aside before the end is cut again, so no print falls between the two.
     if any(line.startswith(PRINT_PREFIX) for line in trace_lines[:len(trace_lines) - len(tail)]):
         aside = min(room // 4, MAX_EARLIER_PRINT_CHARS)
-        shorter = _trace_end(trace_lines, room - aside)
+        shorter = last_lines_within(trace_lines, room - aside)
         printed = [line for line in trace_lines[:len(trace_lines) - len(shorter)] if line.startswith(PRINT_PREFIX)]
-        shown = _trace_end(printed, aside - len(EARLIER_PRINTS) - 1)
+        shown = last_lines_within(printed, aside - len(EARLIER_PRINTS) - 1)
         if shown:  # else no print fits: the end keeps its room
             parts.append(EARLIER_PRINTS + "\n" + "\n".join(shown))
             tail = shorter
@@ -825,17 +825,6 @@ def _detail(report: dict, budget: int) -> str:
     room = budget - len(kept) - (1 if kept else 0)
     following = text[len(kept) + (1 if kept else 0):].split("\n", 1)[0]
     return kept + ("\n" if kept else "") + _cut(following, room) if room >= MIN_CUT_LINE_CHARS else kept
-
-
-def _trace_end(lines: list[str], room: int) -> list[str]:
-    """The last of `lines` that fit whole in `room` characters (one newline each)."""
-    tail: list[str] = []
-    for line in reversed(lines):
-        if len(line) + 1 > room:
-            break
-        tail.insert(0, line)
-        room -= len(line) + 1
-    return tail
 
 
 def _vitals_line(vitals: str, room: int) -> str:

@@ -68,12 +68,7 @@ class TraceBuilder:
             return "\n".join(kept)
         shown = set(kept)
         lost = [line for line in printed if line not in shown]
-        rescued: list[str] = []
-        for line in reversed(lost):
-            if len(line) + 1 > room:
-                break
-            rescued.insert(0, line)
-            room -= len(line) + 1
+        rescued = last_lines_within(lost, room)
         if rescued:  # the marker counts what is still left out
             kept[marker] = _middle_marker(len(out) - len(kept) + 1 - len(rescued), prints_follow=True)
         return "\n".join(kept[:marker + 1] + rescued + kept[marker + 1:])
@@ -118,6 +113,17 @@ def drop_middle(lines: list[str], max_chars: int) -> list[str]:
         used += len(line) + 1
     dropped = len(lines) - len(head) - len(tail)
     return head + ([_middle_marker(dropped)] if dropped else []) + tail
+
+
+def last_lines_within(lines: list[str], room: int) -> list[str]:
+    """The last of `lines` that fit whole in `room` characters (one newline each)."""
+    tail: list[str] = []
+    for line in reversed(lines):
+        if len(line) + 1 > room:
+            break
+        tail.insert(0, line)
+        room -= len(line) + 1
+    return tail
 
 
 def _middle_marker(dropped: int, prints_follow: bool = False) -> str:
