@@ -15,7 +15,6 @@ from typing import Any
 MAX_PRINT_LINES = 200
 MAX_LINE_CHARS = 200
 PRINT_PREFIX = "print at step "
-MIDDLE_MARKER, MIDDLE_MARKER_END = "[... ", " ...]"
 PRINTS_FOLLOW = "; the code's prints from there follow"
 HEAD_SHARE = 4  # when shortened, the head gets 1/HEAD_SHARE of max_chars and the tail the rest
 
@@ -55,23 +54,17 @@ class TraceBuilder:
         text = "\n".join(out)
         if len(text) <= self.max_chars:
             return text
-        kept = drop_middle(out, self.max_chars)
-        printed = [line for line in out if line.startswith(PRINT_PREFIX)]
-        if all(line in kept for line in printed):
-            return "\n".join(kept)
+        head, tail = _ends(out, self.max_chars)
+        if not any(line.startswith(PRINT_PREFIX) for line in out[len(head):len(out) - len(tail)]):
+            return "\n".join(drop_middle(out, self.max_chars))
         # the code's own prints outlive the middle's steps: they are the diagnostics its author asked for
-        room = min(self.max_chars // 8, sum(len(line) + 1 for line in printed))
-        kept = drop_middle(out, self.max_chars - room - len(PRINTS_FOLLOW))
-        marker = next((i for i, line in enumerate(kept) if line.startswith(MIDDLE_MARKER)
-                       and line.endswith(MIDDLE_MARKER_END)), None)
-        if marker is None:
-            return "\n".join(kept)
-        shown = set(kept)
-        lost = [line for line in printed if line not in shown]
-        rescued = last_lines_within(lost, room)
-        if rescued:  # the marker counts what is still left out
-            kept[marker] = _middle_marker(len(out) - len(kept) + 1 - len(rescued), prints_follow=True)
-        return "\n".join(kept[:marker + 1] + rescued + kept[marker + 1:])
+        room = min(self.max_chars // 8, sum(len(line) + 1 for line in out if line.startswith(PRINT_PREFIX)))
+        head, tail = _ends(out, self.max_chars - room - len(PRINTS_FOLLOW))
+        middle = out[len(head):len(out) - len(tail)]
+        rescued = last_lines_within([line for line in middle if line.startswith(PRINT_PREFIX)], room)
+        # the marker counts what is still left out
+        marker = _middle_marker(len(middle) - len(rescued), prints_follow=bool(rescued))
+        return "\n".join([*head, marker, *rescued, *tail])
 
     def _kept_lines(self) -> list[str]:
         """Every event, print and note; of the uneventful steps only the first `head` and the last `tail`."""
@@ -95,6 +88,13 @@ class TraceBuilder:
 def drop_middle(lines: list[str], max_chars: int) -> list[str]:
     """Whole lines from the start (a quarter of `max_chars`) and from the end (the rest), with a marker for
     the dropped middle; the last line is always kept (clipped at its end only if it alone is too long)."""
+    head, tail = _ends(lines, max_chars)
+    dropped = len(lines) - len(head) - len(tail)
+    return head + ([_middle_marker(dropped)] if dropped else []) + tail
+
+
+def _ends(lines: list[str], max_chars: int) -> tuple[list[str], list[str]]:
+    """The lines `drop_middle` keeps from the start and from the end."""
     marker_room = 60
     head: list[str] = []
     used = 0
@@ -111,8 +111,7 @@ def drop_middle(lines: list[str], max_chars: int) -> list[str]:
             break
         tail.insert(0, line)
         used += len(line) + 1
-    dropped = len(lines) - len(head) - len(tail)
-    return head + ([_middle_marker(dropped)] if dropped else []) + tail
+    return head, tail
 
 
 def last_lines_within(lines: list[str], room: int) -> list[str]:
@@ -128,7 +127,7 @@ def last_lines_within(lines: list[str], room: int) -> list[str]:
 
 def _middle_marker(dropped: int, prints_follow: bool = False) -> str:
     after = PRINTS_FOLLOW if prints_follow else ""
-    return f"{MIDDLE_MARKER}{dropped} lines dropped from the middle of the trace{after}{MIDDLE_MARKER_END}"
+    return f"[... {dropped} lines dropped from the middle of the trace{after} ...]"
 
 
 def _clip(text: str) -> str:
