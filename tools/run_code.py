@@ -708,8 +708,8 @@ def _seed_line(report: dict, prerequisites: Sequence[str] = (), reached: bool = 
 
 
 # what the chain's main calls between skills (prompts/chain_driver.py), by the function it calls: an answerer
-# read "in explore > explore" as a skill of its own and could not tell which step of the chain it was
-# Short: a seed line cut for room loses the bars and the held items after it first
+# read "in explore > explore" as a skill of its own and could not tell which step of the chain it was. Kept
+# short: a seed line cut for room loses what follows first (the bars and the items held at death)
 CHAIN_GLUE = {"go_near": "the chain's walk to stations", "explore": "the chain's search: a skill found nothing"}
 
 
