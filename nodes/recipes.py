@@ -151,8 +151,9 @@ def recipe_facts(achievement: str) -> dict:
         facts["uses"] = MAKE[item].get("uses", {})
         facts["nearby"] = MAKE[item].get("nearby", [])
     elif achievement == "eat_plant":
+        # 17: Crafter updates an object only while |dx| + |dy| < 2 * 9 (its view) from the player
         facts["why_stone"] = ("a zombie, skeleton or cow beside a plant destroys it: a stone seals it in while it "
-                              "ripens (about 300 steps, growing only while the player is near)")
+                              "ripens (about 300 steps, growing only while the player is within 17 moves of it)")
     return facts
 
 

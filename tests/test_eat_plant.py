@@ -88,3 +88,25 @@ def test_the_plant_brings_the_stone_and_pickaxe_its_seal_needs():
     assert template_for("eat_plant") == {"kind": "plant"}
     assert {"collect_stone", "make_wood_pickaxe", "place_plant"} <= set(prerequisites("eat_plant"))
     assert "seals it in" in recipe_facts("eat_plant")["why_stone"]
+
+
+def test_a_plant_grows_only_while_the_player_is_within_17_moves_as_the_recipe_fact_says():
+    """The fact the prompts give (nodes/recipes.py) against the game: an answerer asked how near 'near' is."""
+    assert "within 17 moves" in recipe_facts("eat_plant")["why_stone"]
+    env = CrafterEnv(task="eat_plant", obs_kind="symbolic", max_steps=100)
+    env.reset(seed=train_seeds(1)[0])
+    sim = env.backend._sim
+    px, py = (int(v) for v in sim._player.pos)
+    for obj in list(sim._world.objects):
+        if obj is not sim._player:
+            sim._world.remove(obj)
+    grown = {}
+    for moves in (17, 18):  # |dx| + |dy| from the player, along its row
+        pos = (px + moves, py)
+        sim._world[pos] = "grass"
+        sim._world.add(crafter_objects.Plant(sim._world, pos))
+        grown[moves] = next(p for p in _plants(env) if tuple(p.pos) == pos)
+    for _ in range(5):
+        sim._player.inventory.update(food=9, drink=9, energy=9)
+        env.step(ACTION_INDEX["noop"])
+    assert (grown[17].grown, grown[18].grown) == (5, 0)
