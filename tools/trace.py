@@ -55,16 +55,17 @@ class TraceBuilder:
         if len(text) <= self.max_chars:
             return text
         head, tail = _ends(out, self.max_chars)
-        if not any(line.startswith(PRINT_PREFIX) for line in out[len(head):len(out) - len(tail)]):
-            return "\n".join(drop_middle(out, self.max_chars))
-        # the code's own prints outlive the middle's steps: they are the diagnostics its author asked for
-        room = min(self.max_chars // 8, sum(len(line) + 1 for line in out if line.startswith(PRINT_PREFIX)))
-        head, tail = _ends(out, self.max_chars - room - len(PRINTS_FOLLOW))
         middle = out[len(head):len(out) - len(tail)]
-        rescued = last_lines_within([line for line in middle if line.startswith(PRINT_PREFIX)], room)
+        rescued: list[str] = []
+        if any(line.startswith(PRINT_PREFIX) for line in middle):
+            # the code's own prints outlive the middle's steps: they are the diagnostics its author asked for
+            room = min(self.max_chars // 8, sum(len(line) + 1 for line in out if line.startswith(PRINT_PREFIX)))
+            head, tail = _ends(out, self.max_chars - room - len(PRINTS_FOLLOW))
+            middle = out[len(head):len(out) - len(tail)]
+            rescued = last_lines_within([line for line in middle if line.startswith(PRINT_PREFIX)], room)
         # the marker counts what is still left out
-        marker = _middle_marker(len(middle) - len(rescued), prints_follow=bool(rescued))
-        return "\n".join([*head, marker, *rescued, *tail])
+        marker = [_middle_marker(len(middle) - len(rescued), prints_follow=bool(rescued))] if middle else []
+        return "\n".join([*head, *marker, *rescued, *tail])
 
     def _kept_lines(self) -> list[str]:
         """Every event, print and note; of the uneventful steps only the first `head` and the last `tail`."""
@@ -85,16 +86,10 @@ class TraceBuilder:
         return out
 
 
-def drop_middle(lines: list[str], max_chars: int) -> list[str]:
-    """Whole lines from the start (a quarter of `max_chars`) and from the end (the rest), with a marker for
-    the dropped middle; the last line is always kept (clipped at its end only if it alone is too long)."""
-    head, tail = _ends(lines, max_chars)
-    dropped = len(lines) - len(head) - len(tail)
-    return head + ([_middle_marker(dropped)] if dropped else []) + tail
-
-
 def _ends(lines: list[str], max_chars: int) -> tuple[list[str], list[str]]:
-    """The lines `drop_middle` keeps from the start and from the end."""
+    """Whole lines from the start (a quarter of `max_chars`) and from the end (the rest), room left for a
+    marker of the dropped middle; the last line is always kept (clipped at its end only if it alone is too
+    long)."""
     marker_room = 60
     head: list[str] = []
     used = 0
