@@ -64,11 +64,14 @@ def _evaluation_text(ev: Mapping[str, Any]) -> str:
 ENDING_ROWS = 12  # rows of the held-out endings table; report.json holds every episode's
 
 
-def _endings_markdown(ended: Sequence[Mapping[str, Any]], episodes: int) -> list[str]:
-    """Where the held-out episodes that missed the task ended: the skill of the chain, how (died and of what,
-    out of steps, stopped, no skill), and the functions the code was in at the end, most often."""
+def _endings_markdown(ended: Sequence[Mapping[str, Any]], episodes: int, score: bool = False) -> list[str]:
+    """Where the held-out episodes that missed the task ended (`score`: that ended before the chain's last skill,
+    which are the ones a score plan loses achievements in): the skill of the chain, how (died and of what, out of
+    steps, stopped, no skill), and the functions the code was in at the end, most often."""
     failed = sum(int(r["episodes"]) for r in ended)
-    lines = [f"Where the {failed} of {episodes} held-out episodes that missed the task ended (the chain's skill "
+    which = ("that ended before the chain's last skill had played (the others played every skill)" if score
+             else "that missed the task")
+    lines = [f"Where the {failed} of {episodes} held-out episodes {which} ended (the chain's skill "
              "playing then; report.json `evaluation.endings` has each seed's):", "",
              "| skill | how | episodes | the code was in (most often) |", "|---|---|---:|---|"]
     for r in ended[:ENDING_ROWS]:
@@ -186,7 +189,7 @@ def render_markdown(report: Mapping[str, Any], pictures: Sequence[tuple[str, str
     ev = report.get("evaluation") or {}
     lines += [f"Held-out evaluation: {_evaluation_text(ev)}.", ""]
     if ev.get("ended"):
-        lines += _endings_markdown(ev["ended"], int(ev.get("episodes") or 0))
+        lines += _endings_markdown(ev["ended"], int(ev.get("episodes") or 0), score=ev.get("crafter_score") is not None)
     if ev.get("achievement_rates"):
         lines += ["| achievement | unlocked in |", "|---|---:|"]
         lines += [f"| {a} | {v:.0f}% |" for a, v in ev["achievement_rates"].items()] + [""]

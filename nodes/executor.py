@@ -196,7 +196,8 @@ def _further(a: EpisodeRecord, b: EpisodeRecord) -> bool:
 def _play_chain(env, chain: list[_ChainStep], score: bool, errors: list[str],
                 world: int) -> tuple[int, list[str], dict[str, Any] | None]:
     """One episode of the chain from the env's fresh state: (steps, subtasks whose achievement unlocked, where
-    a chain task's episode ended short of the task: `_ending`; None when it did not).
+    a chain task's episode ended short of the task, or a score plan's ended before its chain was played through:
+    `_ending`; None when it did not).
 
     A chain task stops at the first skill that fails; a score plan skips it (and a skill whose
     prerequisites did not unlock) and goes on; both stop when the episode ends."""
@@ -219,9 +220,9 @@ def _play_chain(env, chain: list[_ChainStep], score: bool, errors: list[str],
             ending = _ending(env, step.subtask, error, step.running)
             break
         if ended:
-            # the episode ended in this skill's call after its achievement (a sword made after the pickaxe): the
-            # skill playing then is where it ended (a success clears it)
-            ending = None if score else _ending(env, step.subtask, error, step.running)
+            # the episode ended in this skill's call (a chain task's after its achievement: a sword made after the
+            # pickaxe): the skill playing then is where it ended (a chain task's success clears it)
+            ending = _ending(env, step.subtask, error, step.running)
             break
     return steps, passed, ending
 
@@ -298,7 +299,8 @@ def evaluate_chain(task: str, plan: Sequence[Mapping[str, Any]], skills: Mapping
     errors: list[str] = []
     unlocked: list[list[str]] = []
     outcomes: list[int] = []  # 1/0 per held-out seed, in seed order: methods are compared pair by pair on them
-    endings: list[dict[str, Any] | None] = []  # per seed: where an episode ended short of the task (`_ending`)
+    # per seed: where an episode ended short of the task, or a score plan's before its last skill (`_ending`)
+    endings: list[dict[str, Any] | None] = []
     first: EpisodeRecord | None = None
     furthest: EpisodeRecord | None = None
     start = time.time()
@@ -309,9 +311,9 @@ def evaluate_chain(task: str, plan: Sequence[Mapping[str, Any]], skills: Mapping
             for name in passed:
                 reached[name] += 1
             success = task_spec.is_success(set(env.game.achievements))
-            if success or score:
+            if success and not score:
                 ending = None
-            elif ending is None:  # every skill played passed and the episode goes on: the next has no skill
+            elif ending is None and not score:  # every skill played passed, the episode goes on: the next has none
                 ending = _ending(env, missing[0] if missing else task, missing=bool(missing))
             endings.append(None if ending is None else {"seed": world, **ending})
             successes += int(success)
@@ -330,7 +332,7 @@ def evaluate_chain(task: str, plan: Sequence[Mapping[str, Any]], skills: Mapping
             "success_rate": successes / episodes, "ci95": [round(low, 4), round(high, 4)],
             "steps": total_steps, "mean_steps": total_steps / episodes, "seeds": [seeds[0], seeds[-1]],
             "reached": reached, "outcomes": outcomes, "errors": errors,
-            **({} if score else {"endings": endings, "ended": endings_summary(endings)}),
+            "endings": endings, "ended": endings_summary(endings),
             "wall_time_s": round(time.time() - start, 2), "missing": missing,
             "chain": [f"{s.subtask}:{s.kind}" for s in chain],
             **(_score_fields(unlocked, seed) if score else {}),

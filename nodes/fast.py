@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import re
 import uuid
 from collections.abc import Mapping
 from typing import Any, Literal, cast
@@ -350,6 +351,22 @@ def _last_round_steps(state: Mapping[str, Any], subtask: str, name: str) -> int 
     return int(rounds[-1].get("steps") or 0) if rounds else None
 
 
+def in_run_names(examples: dict[str, str], state: Mapping[str, Any], pool: Pool) -> dict[str, str]:
+    """The examples with each call of a skill by its subtask's name ('collect_stone(game)') renamed to the
+    coded action this run's skill for that subtask plays ('mine_stone(game)') when the library has no function
+    of the subtask's name: an example copied as shown then runs (an answerer's stone skill was `mine_stone`)."""
+    entries = {name: str(record["entry"]) for name, record in (state.get("skills") or {}).items()
+               if record.get("entry") and name not in pool and str(record["entry"]) in pool}
+    if not entries:
+        return examples
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, entries)) + r")(?=\()")
+    def renamed(source: str) -> str:
+        own = set(definitions(source))  # a function the example defines itself keeps its name
+        return pattern.sub(lambda m: m.group(1) if m.group(1) in own else entries[m.group(1)], source)
+
+    return {name: renamed(source) for name, source in examples.items()}
+
+
 def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCode, mode: Kind,
                  sub_action: SubActionEntry, round_: list[ToolMessage]) -> FastFacts:
     """The facts of this call: what the prompt shows and what the rule-based expert reasons on."""
@@ -367,10 +384,10 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCo
         "library": listing(lib.pool, lib.graph_actions() if mode == "rl" else []),
         # the chain's own stay_alive, where tests replay earlier skills and the model has not replaced it; not
         # beside a long program under repair, whose code and report fill the call (the library still lists it)
-        "examples": examples_for(sub_action.get("template"), chain_survival=bool(lib.prefix) and (
+        "examples": in_run_names(examples_for(sub_action.get("template"), chain_survival=bool(lib.prefix) and (
             lib.pool.origin.get("stay_alive", {}).get("kind") == "built-in") and (
             len(last_attempt.get("code") or "") <= REPAIR_WITH_SURVIVAL_CHARS if repair
-            else sub_action.get("template") not in SHORT_KINDS), repair=repair),
+            else sub_action.get("template") not in SHORT_KINDS), repair=repair), state, lib.pool),
         "last_attempt": state.get("last_attempt"), "feedback": (state.get("feedback") or {}).get("feedback"),
         "previous_attempt": _previous_attempt(state, mode, sub_action, lib),
         "limits": {"test_seeds": n_seeds, "max_steps_per_test": lib.max_steps, "budget_left": left,

@@ -390,13 +390,26 @@ def _render_critic(c: CriticFacts) -> str:
     return "".join([
         _section("Subtask", _subtask_line(c["subtask"])),
         _section("Sub-action judged", f"{action.get('name')} ({action.get('kind')})"),
-        _section("Measured", clip(_pairs(c.get("result") or {}), RESULT_CHARS)),
+        _section("Measured", _measured_text(c.get("result") or {}, str(action.get("name")))),
         _section("Where it stands", "\n".join(f for f in facts if f)),
         _section("The judged code", code and f"```python\n{clip(code.rstrip(), CRITIC_CODE_CHARS)}\n```"),
         _section("The test report the fast agent saw", report and clip(report.rstrip(), REPORT_CHARS)),
         _section("The fast agent's error (no answer of it could be used)", c.get("fast_error")),
         _section("What the graph does with your verdict now", c.get("verdict_rules")),
     ]) + "Answer with the Critique."
+
+
+def _measured_text(result: Mapping[str, Any], action: str) -> str:
+    """The measured result, led by its two rates in words where a test replayed earlier skills first: an
+    answerer read 'successes 6; success_rate 0.75' as the count the pass rule judged (6 of 7 that reached it)."""
+    fields = _pairs({k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()})
+    runs, started = result.get("episodes"), result.get("started")
+    if result.get("kind") != "code" or not result.get("prerequisites") or not runs or started is None:
+        return clip(fields, RESULT_CHARS)
+    lead = (f"In words: {result.get('successes')} of {runs} test runs succeeded from a fresh world (success_rate); "
+            f"{started} of them reached {action} after the earlier skills, and {result.get('started_successes')} "
+            "of those succeeded (success_given_start: the rate the pass rule and the skill threshold judge).")
+    return lead + "\n" + clip(fields, RESULT_CHARS)
 
 
 def _same_seeds_text(rates: list[float]) -> str:

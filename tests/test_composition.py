@@ -322,6 +322,24 @@ def test_a_first_write_of_a_short_action_shows_no_stay_alive_example_and_a_repai
                                                  "report": "seed 3: died at step 90 (zombie)"})
 
 
+def test_an_example_calls_this_runs_skill_where_the_library_has_no_function_of_the_subtasks_name(tmp_path):
+    from nodes.fast import fast_context
+
+    settings = RunSettings(out_dir=tmp_path, test_max_steps=100)
+    stone = skill_from_attempt("collect_stone", {
+        "kind": "code", "success_rate": 1.0, "episodes": 8, "steps": 10, "entry": "mine_stone",
+        "sources": ["@coded_action(max_steps=40)\ndef mine_stone(game):\n    'stone'\n    yield 'do'\n"]}, 0.5)
+    sapling = _skill(0, "collect_sapling", None)
+    sub = {"name": "eat_plant", "kind": "code", "template": "plant"}
+    state = {"plan": [{"name": n} for n in ("collect_sapling", "collect_stone", "eat_plant")], "subtask_index": 2,
+             "skills": {"collect_sapling": sapling, "collect_stone": stone}, "decomposition": {"sub_actions": [sub]},
+             "code_versions": []}
+    shown = fast_context(state, settings, SubtaskCode(state, settings), "code", sub, [])["examples"]["eat_plant"]
+    assert "mine_stone(game)" in shown and "collect_stone(" not in shown
+    assert "collect_sapling(game)" in shown  # the run has a function of that name: kept
+    assert "def plant_site(game)" in shown  # the example's own functions keep their names
+
+
 def test_a_rewritten_sword_is_the_one_the_chain_makes_after_its_pickaxe():
     """The chain makes a sword after each pickaxe; a model's make_wood_sword replaces the built-in in code tests,
     in a learned skill's prefix action and in held-out play, as the prompt says (an answerer's rewrite was

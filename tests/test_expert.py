@@ -543,6 +543,13 @@ def test_a_score_task_plays_every_skill_and_scores_the_achievements():
     assert rates["collect_diamond"] == 0
     assert len(scored["achievements"]) == 3
     assert 0 < scored["crafter_score_ci95"][0] <= scored["crafter_score"] <= scored["crafter_score_ci95"][1]
+    # where each episode that ended before the chain's last skill ended: a wood never reached is an episode that
+    # died (or ran out of steps) earlier in the chain, in the skill then playing
+    ended = [e for e in scored["endings"] if e is not None]
+    assert len(scored["endings"]) == 3 and len(ended) >= 3 - scored["reached"]["collect_wood"]
+    assert all(e["how"].startswith("died") or e["how"] == "out of episode steps" for e in ended)
+    assert all(e["subtask"] in ("collect_sapling", "collect_wood") for e in ended)
+    assert sum(r["episodes"] for r in scored["ended"]) == len(ended)
     chained = evaluate_chain("collect_wood", [{"name": "collect_diamond"}, {"name": "collect_wood"}], skills,
                              episodes=2, seed=0, record=False)
     assert chained["reached"] == {"collect_diamond": 0, "collect_wood": 0} and "crafter_score" not in chained

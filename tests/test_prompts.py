@@ -306,6 +306,13 @@ def test_critic_prompt_shows_the_code_and_the_evidence():
     bare = _text("critic", {"subtask": "collect_wood", "sub_action": {"name": "x", "kind": "rl"},
                             "result": {"success_rate": 0.5}})
     assert "The judged code" not in bare and "success_rate 0.5" in bare
+    # after earlier skills, the two rates in words: 'successes 6; success_rate 0.75' was read as the judged count
+    chained = _text("critic", {**critic_context(), "result": {
+        "kind": "code", "episodes": 8, "successes": 6, "success_rate": 0.75, "prerequisites": ["collect_wood"],
+        "started": 7, "started_successes": 6, "success_given_start": 6 / 7}})
+    assert ("6 of 8 test runs succeeded from a fresh world (success_rate); 7 of them reached mine_diamond after the "
+            "earlier skills, and 6 of those succeeded (success_given_start: the rate the pass rule") in chained
+    assert "success_given_start 0.857" in chained and "0.8571" not in chained
     failed = _text("critic", {**critic_context(), "code": None, "report": None, "fast_error": "WriteCode: no parse"})
     assert "The fast agent's error (no answer of it could be used)\nWriteCode: no parse" in failed
 

@@ -244,6 +244,19 @@ def test_a_zombie_death_is_reported_and_kept_in_a_shortened_trace():
     assert "Z zombie" in report.last_view and "zombie 1 " in report.last_view
 
 
+def test_a_death_inside_a_game_api_helper_says_since_when_the_helper_ran():
+    """An answerer could not tell why the player died inside shelter(): begun after nightfall, or walking for long.
+    The line names the outermost helper of the game API the code was in and the step it had been in it since."""
+    wait_then_explore = ("def main(game):\n    for _ in range(150):\n        yield 'noop'\n"
+                         "    while True:\n        yield from game.explore(40)\n")
+    report = run_code(wait_then_explore, seed=2, max_steps=2000, wall_time_s=20)
+    assert report.ended == "died" and report.running_at_end.startswith("main > explore")
+    assert report.helper_since == "explore since step 151"  # the first step it took inside explore
+    line = next(x for x in summarise_reports_for_agent([report]).splitlines() if x.startswith("seed 2:"))
+    assert ", explore since step 151; at death:" in line
+    assert run_code(IDLE, seed=2, max_steps=2000, wall_time_s=20).helper_since == ""  # in no helper: nothing said
+
+
 def test_a_report_keeps_the_bars_every_50_steps_and_a_detail_shows_them_ending_at_the_death():
     # answerers could not tell from a trace's end when food ran low or when the night caught the player
     report = run_code(IDLE, seed=2, max_steps=2000, wall_time_s=20)

@@ -30,6 +30,7 @@ from pydantic import BaseModel, Field, PrivateAttr
 
 from envs.crafter_env import CrafterEnv
 from envs.describe import NIGHT_BELOW, damage_cause, describe_view
+from envs.game_api import GameAPI
 from envs.observation import STATUS_KEYS
 from envs.saved_state import SavedState
 from envs.seeds import check_training_seed
@@ -57,6 +58,8 @@ Ended = Literal["success", "died", "out_of_steps", "action_returned", "error", "
 LAST_HURTS = 6  # health losses listed in a death's detail
 MAX_REFUSAL_HELPERS = 6  # helpers listed with their refusals in a report
 MAX_FIRST_STEPS = 40  # functions whose first step a report keeps (what a judged action's start is read from)
+# the game API's helpers by name (shelter, go_to, its private _dig_and_seal): a death inside one says since when it ran
+API_HELPERS = frozenset(name for name, value in vars(GameAPI).items() if callable(value) and not name.startswith("__"))
 VITALS_EVERY = 50  # steps between two samples of the bars in a report's timeline
 MAX_VITALS = MAX_STEPS_LIMIT // VITALS_EVERY + 1  # samples kept, the end's aside: the longest test whole
 VITALS_HEADING = "bars by step (health/food/drink/energy, * dark, what main ran)"
@@ -111,6 +114,8 @@ class CodeRunReport(BaseModel):
                                 "('main > make_iron_pickaxe > go_to'), as the sandbox said")
     first_steps: dict[str, int] = Field(default_factory=dict, description="each function the code was in at some "
                                         "step, with the first such step, as the sandbox said (the trace's labels)")
+    helper_since: str = Field("", description="the outermost game API helper the code was in at its last step, and "
+                              "since which step it had been in it without a break ('shelter since step 190')")
     last_view: str | None = Field(None, description="what the player saw at the end")
     gif_path: str | None = None
     wall_time_s: float = 0.0
@@ -244,6 +249,7 @@ class _Progress:
         self.refusals: dict[str, tuple[int, int, str]] = {}  # helper -> (times, last step, last reason)
         self.code: AgentCode | None = None  # the sandbox running the call: says which functions it is in
         self.running = ""  # the functions the code was in at the last step
+        self.entered: list[int] = []  # the step each function of `running` was called at, outermost first
         self.first_steps: dict[str, int] = {}  # function -> the first step taken inside it
         self.faced = self._faced()  # what a 'do' hits: read before the step, shown on its trace line
         # the bars every VITALS_EVERY steps: answerers could not tell from a trace's end whether food ran out
@@ -287,6 +293,7 @@ class _Progress:
         shown = f"do at {self.faced}" if name == "do" else name
         running = self.code.running if self.code is not None else ""
         self.trace.step(self.steps, shown, events, running)
+        self._enter(running)
         self.running = running
         for function in running.split(" > ") if running else ():
             if function not in self.first_steps and len(self.first_steps) < MAX_FIRST_STEPS:
@@ -303,6 +310,21 @@ class _Progress:
             raise _OutOfTime
         if self.success_step is not None and self.steps - self.success_step >= AFTER_SUCCESS_STEPS:
             raise _RanOnAfterSuccess
+
+    def _enter(self, running: str) -> None:
+        """Keep the step each function now running was called at: the frames shared with the last step's keep theirs
+        (a function left and called again between two steps reads as one call)."""
+        parts, old = running.split(" > ") if running else [], self.running.split(" > ") if self.running else []
+        same = 0
+        while same < min(len(parts), len(old), len(self.entered)) and parts[same] == old[same]:
+            same += 1
+        self.entered = self.entered[:same] + [self.steps] * (len(parts) - same)
+
+    def helper_since(self) -> str:
+        """'shelter since step 190': the outermost game API helper running at the last step, and since when."""
+        parts = self.running.split(" > ") if self.running else []
+        return next((f"{name} since step {at}" for name, at in zip(parts, self.entered, strict=False)
+                     if name in API_HELPERS), "")
 
     def _faced(self) -> str:
         """The creature or material on the tile the player faces."""
@@ -479,6 +501,7 @@ def _seen(progress: _Progress, name: str) -> dict[str, Any]:
                 inventory_after=progress.inventory, last_refusal=progress.refusal,
                 last_refusal_step=progress.refusal_step, refusals=progress.refusal_lines(),
                 running_at_end=progress.running, first_steps=dict(progress.first_steps),
+                helper_since=progress.helper_since(),
                 **progress.ending())
 
 
@@ -726,15 +749,18 @@ def _skills_text(skills: Sequence[str]) -> str:
 
 
 def _death_facts(report: dict, where: str) -> str:
-    """'; in go_to; at death: food 4, drink 2, energy 6; step 388 go_to: no path ...; held stone 3, ...':
-    what the player was running and holding when it died, and a helper's refusal shortly before (why no water
-    was drunk, no shelter built). The held items last: a line cut for room loses them first."""
+    """'; in stay_alive > go_to, go_to since step 371; at death: food 4, drink 2, energy 6; step 388 go_to: no path
+    ...; held stone 3, ...': what the player was running (the game API helper in it since when: a shelter begun
+    after nightfall) and holding when it died, and a helper's refusal shortly before (why no water was drunk, no
+    shelter built). The held items last: a line cut for room loses them first."""
     held = ", ".join(f"{k} {v}" for k, v in sorted((report.get("inventory_after") or {}).items())
                      if v and k not in ("health", "food", "drink", "energy"))
     bars = _bars_text(report.get("inventory_after") or {}, health=False)  # health is 0 at a death
     said, at = report.get("last_refusal"), report.get("last_refusal_step")
     recent = (f"; step {at} {clean_text(said, DEATH_REFUSAL_CHARS, mark=False)}"
               if said and isinstance(at, int) and int(report.get("steps") or 0) - at <= DEATH_REFUSAL_WINDOW else "")
+    since = report.get("helper_since") or ""  # a helper called at nightfall, or walking for long: why it did not save
+    where = f"{where}, {since}" if where and since else where
     return (f"; in {where}" if where else "") + f"; at death: {bars}" + recent + (f"; held {held}" if held else "")
 
 
