@@ -145,3 +145,21 @@ def test_numbering_continues_after_files_already_in_the_folder(tmp_path):
     model, answerer = answered(tmp_path, '{"subtasks": ["fresh"]}')
     assert model.structured("planner", PROMPT, Plan).subtasks == ["fresh"]
     assert answerer.requests[0]["call"] == 8
+
+
+def test_an_answer_written_again_after_it_was_read_is_kept_apart_and_said(tmp_path, caplog):
+    """Two answerers raced on one request: the file left behind was not the answer the run played. The run goes
+    on with what it read, keeps it as NNNN.used.json and says so; an answer left alone gets no such file."""
+    model, _ = answered(tmp_path, '{"subtasks": ["collect_wood"]}', '{"subtasks": ["place_table"]}',
+                        '{"subtasks": ["make_wood_pickaxe"]}')
+    assert model.structured("planner", PROMPT, Plan).subtasks == ["collect_wood"]
+    (tmp_path / "0000.response.json").write_text('{"subtasks": ["collect_diamond"]}')  # the late second answerer
+    with caplog.at_level("WARNING"):
+        assert model.structured("planner", PROMPT, Plan).subtasks == ["place_table"]
+    assert json.loads((tmp_path / "0000.used.json").read_text()) == {"subtasks": ["collect_wood"]}
+    assert "0000.response.json was written again after the run had read it" in caplog.text
+    assert "0000.used.json" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        assert model.structured("planner", PROMPT, Plan).subtasks == ["make_wood_pickaxe"]
+    assert not caplog.text and not (tmp_path / "0001.used.json").exists()  # said once; 0001 was left alone

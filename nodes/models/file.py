@@ -16,6 +16,9 @@ The answer is `DIR/NNNN.response.json`: for "structured" the JSON object itself;
 {"tool": <name>, "arguments": {...}}, or {"tool_calls": [such objects, ...]} to call several
 tools at once. The answerer should write it under another name and rename it (a rename is
 atomic); a file that does not parse yet is read again a few times before it counts as an answer.
+An answer file written again after the run read it changes nothing: the run goes on with what it read,
+keeps that as `NNNN.used.json` beside it and says so on stderr (two answerers once raced on one request,
+and the file left behind was not the answer played).
 
 An answer is checked like a served model's (`nodes.models.output`); a rejected one comes back as the
 next request, with the answer and the error appended to its messages, up to `output_retries`
@@ -26,6 +29,7 @@ RLGPT_FILE_MODEL_TIMEOUT) raises `FileModelTimeout` naming the file it waited fo
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import time
@@ -41,6 +45,7 @@ from nodes.models.chat import DEFAULT_OUTPUT_RETRIES, ReaskingModel, Sent
 from nodes.models.output import answer_as_tool_calls, message_dicts, parse_structured, tool_name, tool_spec
 
 S = TypeVar("S", bound=BaseModel)
+log = logging.getLogger(__name__)
 
 DEADLINE_ENV = "RLGPT_FILE_MODEL_TIMEOUT"
 DEFAULT_DEADLINE_S = 3600.0
@@ -92,6 +97,7 @@ class FileModel(ReaskingModel):
         self.last_requests = []
         used = [int(m.group(1)) for p in self.directory.iterdir() if (m := NUMBERED.match(p.name))]
         self._next = max(used, default=-1) + 1
+        self._read: dict[Path, str] = {}  # the answers read, as read: one written again later is kept apart
 
     def structured(self, role: str, messages: Sequence[BaseMessage], schema: type[S],
                    context: Mapping[str, Any] | None = None) -> S:
@@ -117,6 +123,7 @@ class FileModel(ReaskingModel):
 
     def _sender(self, role: str, spec: dict[str, Any], shape: str):
         def send(msgs: list[BaseMessage]) -> Sent:
+            self._keep_rewritten()
             number = self._next
             self._next += 1
             stem = f"{number:04d}"
@@ -130,6 +137,24 @@ class FileModel(ReaskingModel):
             return AIMessage(content=self._await(response)), {"max_tokens": None, "request_file": request_file.name}
 
         return send
+
+    def _keep_rewritten(self) -> None:
+        """Keep apart each answer written again since the run read it (`NNNN.used.json`: what the run used)."""
+        for path, text in list(self._read.items()):
+            try:
+                now = path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                now = None  # removed since: what was used is still kept below
+            if now == text:
+                continue
+            used = path.with_name(path.name.replace(".response.json", ".used.json"))
+            try:
+                used.write_text(text, encoding="utf-8")
+            except OSError as e:
+                log.warning("cannot keep the answer the run used in %s: %s", used, e)
+            log.warning("%s was written again after the run had read it; the run went on with the answer it had "
+                        "read, kept in %s. Answer each request once.", path, used.name)
+            del self._read[path]
 
     def _write_atomically(self, path: Path, data: dict[str, Any]) -> None:
         tmp = path.with_name(f".{path.name}.tmp")
@@ -151,11 +176,13 @@ class FileModel(ReaskingModel):
                     raise ModelServerError(f"cannot read the answer {path}: {e}") from None
                 try:
                     json.loads(text)
-                    return text
                 except json.JSONDecodeError:
                     unparsed += 1
-                    if unparsed >= UNPARSED_READS:
-                        return text  # not JSON after all: the re-ask tells the answerer why
+                    if unparsed < UNPARSED_READS:
+                        time.sleep(self.poll_s)
+                        continue  # not JSON after UNPARSED_READS reads: the re-ask tells the answerer why
+                self._read[path] = text
+                return text
             elif time.monotonic() > deadline:
                 raise FileModelTimeout(
                     f"no answer in {path} after {self.deadline_s:g}s (the request is "
