@@ -112,9 +112,9 @@ def verdict_rules(settings: RunSettings, inner: int, outer: int, kind: str, scor
     ranking = "the highest success_rate, then success_given_start" if kind == "code" else "the highest success_rate"
     # a score plan never re-plans for a failure (nodes.planner._go_on_without): a critic told otherwise chose
     # 'fail' to have a subtask moved to the plan's end
-    below = ("below it the attempt still plays in this run's chain when it ever succeeded (it is only not saved "
-             "for other runs); one that never succeeded is dropped with the subtasks that need it. Held-out play "
-             "runs a kept attempt that did not meet the target after every skill that did"
+    below = ("below it the attempt still plays in this run's chain (it is only not saved for other runs); when "
+             "it never succeeded, the subtasks that need it are dropped. Held-out play runs a kept attempt that "
+             "did not meet the target after every skill that did, the likeliest first"
              if score_plan else "below it the planner re-plans")
     rules.append(f"fail: the best attempt so far ({ranking}; the later on a tie) is kept, its code whole as it was "
                  "tested (helpers included), and the run goes on to "

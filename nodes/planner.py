@@ -6,8 +6,10 @@ as its skill and the run goes on with the rest; otherwise the new plan is solved
 subtask (a retry when that is the failed one). An empty re-plan ends the loops.
 
 A score task (crafter_score: no achievement of its own, a plan over many) has no route to change:
-a failed subtask keeps its best attempt when it ever succeeded, else it is dropped together with the
-later subtasks that need it, and the run goes on with the rest; the model is not asked again.
+a failed subtask keeps its best attempt, and the run goes on with the rest; the model is not asked again.
+When no attempt ever succeeded, the later subtasks that need it are dropped (their tests could not get
+past it), but its best attempt still plays in held-out play, last: after every other skill it costs no
+achievement, and one its tests never reached (the diamond behind a chain that died first) may unlock there.
 """
 
 from __future__ import annotations
@@ -122,8 +124,9 @@ def _learn_the_task(state: Mapping[str, Any], update: dict, why: str) -> Command
 
 
 def _go_on_without(state: Mapping[str, Any], update: dict, failed: Mapping[str, Any], threshold: float) -> Command:
-    """A score plan after a subtask failed: keep its best attempt if it ever succeeded, else drop it and
-    every later subtask that needs it; the subtask node then picks the next one (or ends the plan)."""
+    """A score plan after a subtask failed: keep its best attempt; when it never succeeded, drop every later
+    subtask that needs it (and the subtask too when it has no attempt to play); the subtask node then picks the
+    next one (or ends the plan)."""
     index, name = state["subtask_index"], failed["subtask"]
     plan = list(state["plan"])
     best = skill_from_best(state, name, threshold)
@@ -135,8 +138,17 @@ def _go_on_without(state: Mapping[str, Any], update: dict, failed: Mapping[str, 
         kept = {**base, "skills": skills, "subtask_index": index + 1}
     else:
         rest = [s for s in plan[index + 1:] if name not in prerequisites(s["name"])]
-        dropped = [name] + [s["name"] for s in plan[index + 1:] if s not in rest]
-        event = {"type": "replan", "failed": name, "subtasks": [s["name"] for s in rest],
-                 "reason": f"score plan: {name} never succeeded; dropped {', '.join(dropped)} and went on"}
-        kept = {**base, "plan": plan[:index] + rest}
+        needing = [s["name"] for s in plan[index + 1:] if s not in rest]
+        # a measured attempt plays last in held-out play (nodes.executor.score_play_order: rate 0); an attempt
+        # that never ran (no code loaded, no policy trained) has nothing to play
+        playable = best is not None and bool(best.get("sources") if best["kind"] == "code" else best.get("policy_path"))
+        if best is not None and playable:
+            skills = {**(state.get("skills") or {}), name: best}
+            why = (f"score plan: {name} never succeeded in its tests; its best attempt plays last in held-out play"
+                   + (f"; dropped {', '.join(needing)}, which need it," if needing else ",") + " and went on")
+            kept = {**base, "skills": skills, "plan": plan[:index + 1] + rest, "subtask_index": index + 1}
+        else:
+            why = f"score plan: {name} has no attempt to play; dropped {', '.join([name, *needing])} and went on"
+            kept = {**base, "plan": plan[:index] + rest}
+        event = {"type": "replan", "failed": name, "subtasks": [s["name"] for s in rest], "reason": why}
     return _to({**kept, "events": [event]}, "subtask")

@@ -511,10 +511,22 @@ def test_a_score_plan_goes_on_without_a_failed_achievement_and_what_needs_it():
     from nodes.settings import RunSettings
 
     settings = RunSettings(task="crafter_score", max_replans=0)  # not a re-plan: no limit applies
-    dropped = planner(_score_state(0.0), _runtime(settings))
-    assert dropped.goto == "subtask" and not dropped.update.get("stop_reason")
+    # never succeeded in its tests: what needs it is dropped (its tests could not get past it), but its best
+    # attempt stays, to play last in held-out play, where it costs no achievement and may unlock its own
+    never = planner(_score_state(0.0), _runtime(settings))
+    assert never.goto == "subtask" and not never.update.get("stop_reason")
+    assert [s["name"] for s in never.update["plan"]] == ["collect_sapling", "place_plant", "collect_wood",
+                                                         "place_table"]
+    assert never.update["subtask_index"] == 2 and never.update["skills"]["place_plant"]["success_rate"] == 0.0
+    reason = never.update["events"][0]["reason"]
+    assert "plays last in held-out play" in reason and "dropped eat_plant" in reason  # it needs the plant
+    # an attempt that never ran (no code loaded) has nothing to play: dropped with what needs it
+    unplayed = _score_state(0.0)
+    unplayed["best"]["place_plant"]["sources"] = []
+    dropped = planner(unplayed, _runtime(settings))
     assert [s["name"] for s in dropped.update["plan"]] == ["collect_sapling", "collect_wood", "place_table"]
-    assert "eat_plant" in dropped.update["events"][0]["reason"]  # it needs the plant: dropped with it
+    assert "place_plant" not in (dropped.update.get("skills") or {})
+    assert "dropped place_plant, eat_plant" in dropped.update["events"][0]["reason"]
     kept = planner(_score_state(0.25), _runtime(settings))
     assert kept.update["subtask_index"] == 2 and kept.update["skills"]["place_plant"]["success_rate"] == 0.25
     assert "plan" not in kept.update

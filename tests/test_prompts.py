@@ -486,8 +486,9 @@ def test_the_last_rounds_cost_is_this_sub_actions_latest_code_test():
 
 
 def test_the_critic_hears_what_fail_does_in_a_score_plan():
-    """A score plan never re-plans for a failed subtask (it keeps one that ever succeeded in its chain, else
-    drops it): an answerer told 'below it the planner re-plans' chose fail to have a subtask moved."""
+    """A score plan never re-plans for a failed subtask (it keeps its best attempt in its chain, and drops what
+    needs one that never succeeded): an answerer told 'below it the planner re-plans' chose fail to have a
+    subtask moved."""
     from nodes.critic import verdict_rules
     from nodes.settings import RunSettings
 
@@ -495,7 +496,7 @@ def test_the_critic_hears_what_fail_does_in_a_score_plan():
     chain = verdict_rules(settings, 0, 0, "code")
     score = verdict_rules(settings, 0, 0, "code", score_plan=True)
     assert "below it the planner re-plans" in chain and "re-plans" not in score
-    assert "still plays in this run's chain when it ever succeeded" in score
+    assert "still plays in this run's chain" in score and "the subtasks that need it are dropped" in score
 
 
 def test_the_critic_hears_that_revise_and_move_spend_an_outer_iteration():
