@@ -10,7 +10,8 @@ seeds (never the held-out ones): in the plan's order, and in the order held-out 
 likeliest first, each after what it needs). With `--last A,B,...` it plays a third order: held-out play's
 with those subtasks moved to its end, in that order (what a plan that lists them last would play; a subtask
 that needs one of them would not come before it in such a plan). Prints each order and its Crafter score
-with the 95% bootstrap interval, then the achievements whose rates differ between the first two orders.
+with the 95% bootstrap interval and where its episodes ended most often, then the achievements whose rates
+differ between the first two orders.
 """
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ from envs.seeds import validation_seeds
 from envs.tasks import TASKS
 from graph.settings import SettingsError, load_run_settings
 from nodes import executor
+
+ENDING_ROWS = 3  # the most frequent (skill, how) endings printed per order
 
 
 def main() -> None:
@@ -72,6 +75,9 @@ def main() -> None:
         print(f"{label}: Crafter score {r['crafter_score']:.1f} [{low:.1f}-{high:.1f}] over {r['episodes']} "
               f"validation seeds {worlds[0]}..{worlds[-1]}")
         print("  order: " + ", ".join(step.split(":")[0] for step in r["chain"]))
+        ended = sum(row["episodes"] for row in r["ended"])
+        print(f"  {ended} episodes ended before the chain's last skill; most often: " + "; ".join(
+            f"{row['subtask']} {row['how']} {row['episodes']}" for row in r["ended"][:ENDING_ROWS]))
     before, after = (results[k]["achievement_rates"] for k in ("plan order", "weak skills last"))
     moved = [f"{a} {before[a]:.0f}% -> {after[a]:.0f}%" for a in sorted(before) if before[a] != after[a]]
     print("achievements that moved: " + ("; ".join(moved) if moved else "none"))
