@@ -26,7 +26,7 @@ from envs.tasks import TASKS
 from graph.settings import SettingsError, load_run_settings
 from nodes import executor
 
-ENDING_ROWS = 3  # the most frequent (skill, how) endings printed per order
+TOP_ENDINGS = 3  # the most frequent (skill, how) endings printed per order
 
 
 def main() -> None:
@@ -50,6 +50,9 @@ def main() -> None:
         settings = load_run_settings(args.runs, args.run_id)
     except SettingsError as exc:
         raise SystemExit(str(exc)) from None
+    not_planned = [name for name in last if name not in {sub["name"] for sub in state["plan"]}]
+    if not_planned:
+        raise SystemExit(f"--last names subtasks not in the run's plan: {', '.join(not_planned)}")
     skills = executor.chain_skills(state, settings.skill_threshold)
     worlds = validation_seeds(args.episodes)
     results = {}
@@ -76,8 +79,8 @@ def main() -> None:
               f"validation seeds {worlds[0]}..{worlds[-1]}")
         print("  order: " + ", ".join(step.split(":")[0] for step in r["chain"]))
         ended = sum(row["episodes"] for row in r["ended"])
-        print(f"  {ended} episodes ended before the chain's last skill; most often: " + "; ".join(
-            f"{row['subtask']} {row['how']} {row['episodes']}" for row in r["ended"][:ENDING_ROWS]))
+        often = "; ".join(f"{row['subtask']} {row['how']} {row['episodes']}" for row in r["ended"][:TOP_ENDINGS])
+        print(f"  {ended} episodes ended before the chain's last skill" + (f"; most often: {often}" if often else ""))
     before, after = (results[k]["achievement_rates"] for k in ("plan order", "weak skills last"))
     moved = [f"{a} {before[a]:.0f}% -> {after[a]:.0f}%" for a in sorted(before) if before[a] != after[a]]
     print("achievements that moved: " + ("; ".join(moved) if moved else "none"))

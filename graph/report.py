@@ -69,8 +69,8 @@ def _endings_markdown(ended: Sequence[Mapping[str, Any]], episodes: int, score: 
     which are the ones a score plan loses achievements in): the skill of the chain, how (died and of what, out of
     steps, stopped, no skill), and the functions the code was in at the end, most often."""
     failed = sum(int(r["episodes"]) for r in ended)
-    which = ("that ended before the chain's last skill had played (the others played every skill)" if score
-             else "that missed the task")
+    which = ("that ended before the chain's last skill had played (the others got through the chain alive)"
+             if score else "that missed the task")
     lines = [f"Where the {failed} of {episodes} held-out episodes {which} ended (the chain's skill "
              "playing then; report.json `evaluation.endings` has each seed's):", "",
              "| skill | how | episodes | the code was in (most often) |", "|---|---|---:|---|"]

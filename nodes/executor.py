@@ -37,7 +37,7 @@ from nodes.recipes import prerequisites
 from nodes.settings import RunSettings
 from nodes.skills.library import Skill
 from nodes.skills.pool import Pool, chain_parts, definitions, pool_of
-from nodes.skills.records import needed_before
+from nodes.skills.records import needed_before, shares_its_code
 from nodes.state import RLGPTState
 from prompts.fewshot import chain_as_action
 from rl.stats import wilson_interval
@@ -146,7 +146,8 @@ def score_play_order(names: Sequence[str], met: Sequence[bool], rates: Sequence[
 
 
 def _load_chain(plan: Sequence[Mapping[str, Any]], skills: Mapping[str, SkillLike], seed: int,
-                score: bool = False, target: float = DEFAULT_TARGET) -> list[_ChainStep]:
+                score: bool = False, target: float = DEFAULT_TARGET,
+                unloaded: list[str] | None = None) -> list[_ChainStep]:
     """The skills in plan order, each coded one played with the library as the latest code test that played it
     had it (nodes.skills.pool.pool_of: a later definition replaces an earlier one). That is its own test, or
     the test of a later passing coded skill that replayed it first (nodes.skills.records.needed_before): a
@@ -156,15 +157,17 @@ def _load_chain(plan: Sequence[Mapping[str, Any]], skills: Mapping[str, SkillLik
     In a score plan a coded skill replays only its own prerequisites before it: the plan's other
     achievements are not needed for it, and one that failed would hold it up; each plays with the library
     as it stood at its own place in the plan, and the skills that did not meet the `target` play last
-    (`score_play_order`)."""
+    (`score_play_order`). A score plan's skill that does not load is left out, said in `unloaded`: the plan's
+    other achievements do not need it; a chain's stops the load (ValueError)."""
     names = [sub["name"] for sub in plan]
     loaded = [Skill.model_validate(skills[name]) for name in names]
     pool = pool_of([])  # the built-ins; each skill's definitions join it in plan order
     pools = []  # the library as it stood at each skill: what its code tests loaded
     for name, skill in zip(names, loaded, strict=True):
+        own = pool if shares_its_code(skill.to_state()) else pool.copy()  # one that never succeeded: its play alone
         for source in skill.sources:
-            pool.add(source, subtask=name, kind=skill.kind)
-        pools.append(pool.copy())
+            own.add(source, subtask=name, kind=skill.kind)
+        pools.append(own.copy())
     if score:
         records = [s.to_state() for s in loaded]
         order = score_play_order(
@@ -183,8 +186,15 @@ def _load_chain(plan: Sequence[Mapping[str, Any]], skills: Mapping[str, SkillLik
                                 if loaded[k].kind == "code" and loaded[k].passing
                                 and name in needed_before(names[k], names[:k])), i)
         earlier = [n for n in played[:place] if n in prerequisites(name)] if score else names[:i]
-        chain.append(_ChainStep(name, skill, seed, earlier=earlier, pool=pools[tested_last],
-                                later=played[place + 1:], place=f"{place + 1}/{len(plan)}"))
+        try:
+            chain.append(_ChainStep(name, skill, seed, earlier=earlier, pool=pools[tested_last],
+                                    later=played[place + 1:], place=f"{place + 1}/{len(plan)}"))
+        except ValueError as exc:
+            if not score or unloaded is None:
+                for step in chain:
+                    step.close()
+                raise
+            unloaded.append(str(exc))
     return chain
 
 
@@ -290,13 +300,17 @@ def evaluate_chain(task: str, plan: Sequence[Mapping[str, Any]], skills: Mapping
     if not playable:
         return {"ran": False, "reason": f"no skill for {', '.join(missing)}: nothing to play",
                 "episodes": 0, "success_rate": None, "steps": 0}
-    chain = _load_chain(playable, skills, seed, score=score, target=target)
+    unloaded: list[str] = []
+    chain = _load_chain(playable, skills, seed, score=score, target=target, unloaded=unloaded)
+    if not chain:
+        return {"ran": False, "reason": "no skill of the plan loads: " + "; ".join(unloaded)[:500],
+                "episodes": 0, "success_rate": None, "steps": 0}
     env = RecordingEnv(task=task, obs_kind="symbolic", reward="task", max_steps=max_steps)
     task_spec = TASKS[task]
     seeds = list(worlds)[:episodes] if worlds is not None else eval_seeds(episodes)
     episodes = len(seeds)
     successes, total_steps, reached = 0, 0, {s.subtask: 0 for s in chain}
-    errors: list[str] = []
+    errors: list[str] = unloaded[:5]  # a skill left out of a score chain is said first
     unlocked: list[list[str]] = []
     outcomes: list[int] = []  # 1/0 per held-out seed, in seed order: methods are compared pair by pair on them
     # per seed: where an episode ended short of the task, or a score plan's before its last skill (`_ending`)

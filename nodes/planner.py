@@ -139,10 +139,11 @@ def _go_on_without(state: Mapping[str, Any], update: dict, failed: Mapping[str, 
     else:
         rest = [s for s in plan[index + 1:] if name not in prerequisites(s["name"])]
         needing = [s["name"] for s in plan[index + 1:] if s not in rest]
-        # a measured attempt plays last in held-out play (nodes.executor.score_play_order: rate 0); an attempt
-        # that never ran (no code loaded, no policy trained) has nothing to play
-        playable = best is not None and bool(best.get("sources") if best["kind"] == "code" else best.get("policy_path"))
-        if best is not None and playable:
+        # an attempt that played plays last in held-out play (nodes.executor.score_play_order: rate 0), with its
+        # own code only (nodes.skills.records.shares_its_code); one that took no step (its code never loaded,
+        # no policy trained) has nothing to play
+        if best is not None and best.get("env_steps", 0) > 0 and (
+                best.get("sources") if best["kind"] == "code" else best.get("policy_path")):
             skills = {**(state.get("skills") or {}), name: best}
             why = (f"score plan: {name} never succeeded in its tests; its best attempt plays last in held-out play"
                    + (f"; dropped {', '.join(needing)}, which need it," if needing else ",") + " and went on")

@@ -406,9 +406,12 @@ def _measured_text(result: Mapping[str, Any], action: str) -> str:
     runs, started = result.get("episodes"), result.get("started")
     if result.get("kind") != "code" or not result.get("prerequisites") or not runs or started is None:
         return clip(fields, RESULT_CHARS)
-    lead = (f"In words: {result.get('successes')} of {runs} test runs succeeded from a fresh world (success_rate); "
-            f"{started} of them reached {action} after the earlier skills, and {result.get('started_successes')} "
-            "of those succeeded (success_given_start: the rate the pass rule and the skill threshold judge).")
+    lead = f"In words: {result.get('successes')} of {runs} test runs succeeded from a fresh world (success_rate); "
+    lead += (f"{started} of the {runs} reached {action} after the earlier skills, and "
+             f"{result.get('started_successes')} of those succeeded (success_given_start: the rate the pass rule and "
+             "the skill threshold judge)." if started else
+             f"none reached {action} after the earlier skills, so the pass rule and the skill threshold judge "
+             "success_rate.")
     return lead + "\n" + clip(fields, RESULT_CHARS)
 
 

@@ -527,6 +527,9 @@ def test_a_score_plan_goes_on_without_a_failed_achievement_and_what_needs_it():
     assert [s["name"] for s in dropped.update["plan"]] == ["collect_sapling", "collect_wood", "place_table"]
     assert "place_plant" not in (dropped.update.get("skills") or {})
     assert "dropped place_plant, eat_plant" in dropped.update["events"][0]["reason"]
+    took_no_step = _score_state(0.0)
+    took_no_step["best"]["place_plant"]["steps"] = 0  # its code was refused before a step: nothing to play
+    assert "place_plant" not in (planner(took_no_step, _runtime(settings)).update.get("skills") or {})
     kept = planner(_score_state(0.25), _runtime(settings))
     assert kept.update["subtask_index"] == 2 and kept.update["skills"]["place_plant"]["success_rate"] == 0.25
     assert "plan" not in kept.update
@@ -583,3 +586,36 @@ def test_the_pure_code_score_program_passes_over_a_failed_step():
             code.execute(env, "main", max_steps=1500)
         assert "collect_sapling" not in env.game.achievements
         assert ("collect_wood" in env.game.achievements) is wood
+
+
+def test_a_kept_attempt_that_never_succeeded_plays_last_with_its_own_code_and_never_stops_the_chain():
+    """Its definitions stay out of the later subtasks' library (its stay_alive may be why it failed), held-out
+    play puts it last, and a skill of a score chain that does not load is left out with an error."""
+    from nodes.attempt.outcome import skill_from_attempt
+    from nodes.executor import _load_chain, evaluate_chain
+    from nodes.skills.records import solved_pool
+    from prompts.fewshot import fill
+
+    def attempt(name, rate, source):
+        return skill_from_attempt(name, {"kind": "code", "success_rate": rate, "episodes": 8, "steps": 80,
+                                         "entry": name, "sources": [source]}, 0.5)
+
+    never = attempt("collect_sapling", 0.0, "def sapling_helper(game):\n    yield 'noop'\n\n\n"
+                                             "def collect_sapling(game):\n    yield from sapling_helper(game)\n")
+    wood = attempt("collect_wood", 1.0, fill("collect", material="tree", item="wood"))
+    plan = [{"name": n} for n in ("collect_sapling", "collect_wood", "place_table")]
+    state = {"plan": plan, "subtask_index": 2, "skills": {"collect_sapling": never, "collect_wood": wood}}
+    pool = solved_pool(state)
+    assert "collect_wood" in pool and "sapling_helper" not in pool and "collect_sapling" not in pool
+    chain = _load_chain(plan[:2], state["skills"], seed=0, score=True)
+    try:
+        assert [s.subtask for s in chain] == ["collect_wood", "collect_sapling"]  # rate 0: last
+        assert "sapling_helper" in chain[1].source  # its own code plays
+    finally:
+        for step in chain:
+            step.close()
+    broken = dict(never, sources=["def collect_sapling(game):\n    yield (\n"])
+    result = evaluate_chain("crafter_score", plan[:2], {"collect_sapling": broken, "collect_wood": wood},
+                            episodes=1, seed=0, record=False, max_steps=300)
+    assert result["ran"] and result["chain"] == ["collect_wood:code"]
+    assert any("collect_sapling does not load" in e for e in result["errors"])

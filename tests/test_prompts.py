@@ -310,8 +310,12 @@ def test_critic_prompt_shows_the_code_and_the_evidence():
     chained = _text("critic", {**critic_context(), "result": {
         "kind": "code", "episodes": 8, "successes": 6, "success_rate": 0.75, "prerequisites": ["collect_wood"],
         "started": 7, "started_successes": 6, "success_given_start": 6 / 7}})
-    assert ("6 of 8 test runs succeeded from a fresh world (success_rate); 7 of them reached mine_diamond after the "
-            "earlier skills, and 6 of those succeeded (success_given_start: the rate the pass rule") in chained
+    assert ("6 of 8 test runs succeeded from a fresh world (success_rate); 7 of the 8 reached mine_diamond after "
+            "the earlier skills, and 6 of those succeeded (success_given_start: the rate the pass rule") in chained
+    none = _text("critic", {**critic_context(), "result": {
+        "kind": "code", "episodes": 8, "successes": 0, "success_rate": 0.0, "prerequisites": ["collect_wood"],
+        "started": 0, "started_successes": 0, "success_given_start": None}})
+    assert "none reached mine_diamond after the earlier skills, so the pass rule and the skill threshold" in none
     assert "success_given_start 0.857" in chained and "0.8571" not in chained
     failed = _text("critic", {**critic_context(), "code": None, "report": None, "fast_error": "WriteCode: no parse"})
     assert "The fast agent's error (no answer of it could be used)\nWriteCode: no parse" in failed

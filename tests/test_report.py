@@ -113,7 +113,7 @@ def test_a_score_task_reports_its_crafter_score_and_each_achievement(tmp_path, c
     assert "Crafter score 0.2 (95% CI 0.0-0.4) over 2 episodes; 1 of 22 achievements unlocked at least once" in md
     # where a score plan's episodes ended before its chain was played through: what cost the later achievements
     assert ("Where the 1 of 2 held-out episodes that ended before the chain's last skill had played (the others "
-            "played every skill) ended") in md
+            "got through the chain alive) ended") in md
     assert "| collect_wood | died: zombie | 1 | `main > collect_wood > go_to` |" in md
     assert "| collect_wood | 50% |" in md and "| eat_plant | 0% |" in md
     md_path, js_path = write_report(report, settings.run_dir)

@@ -843,3 +843,24 @@ def test_a_run_stopped_before_the_action_says_where_and_a_long_error_keeps_its_s
     text = summarise_reports_for_agent([broken], max_chars=700)
     detail = text.split("--- detail of seed 1", 1)[1]
     assert "\nerror: line 9 in helper: ValueError: a long message" in detail and detail.endswith(" ...")
+
+
+def test_a_helpers_since_step_follows_the_calls_in_the_running_stack():
+    """A frame shared with the step before keeps its step; one left and another called starts again."""
+    from tools.run_code import _Progress
+
+    progress = object.__new__(_Progress)  # only the stack bookkeeping: no env
+    progress.running, progress.entered = "", []
+    for step, running in enumerate(["main", "main > go_to", "main > go_to", "main > shelter > _dig_and_seal",
+                                    "main > shelter > defend", "main > shelter", "main > go_to"], start=1):
+        progress.steps = step
+        progress._enter(running)
+        progress.running = running
+        if step == 3:
+            assert progress.helper_since() == "go_to since step 2"
+        if step == 6:
+            assert progress.helper_since() == "shelter since step 4"  # defend came and went inside shelter
+    assert progress.helper_since() == "go_to since step 7"  # a new call after shelter
+    progress._enter("main")
+    progress.running = "main"
+    assert progress.helper_since() == ""

@@ -87,7 +87,10 @@ RULES_VERSION = 13
 #    definition an answer sent last is the live one (nodes.attempt.rounds.live_code), whichever sub-action sent it.
 # 14: a score plan's held-out chain plays the skills that met the target first, then the others, the likeliest
 #     first (nodes.executor.score_play_order): a weak skill mid-plan cost every achievement after it.
-GRAPH_RULES_VERSION = 14
+# 15: a score plan keeps the best attempt of a subtask that never succeeded, played last with its own code only (what
+#     needs it is still dropped; nodes.planner._go_on_without, nodes.skills.records.shares_its_code), and a score
+#     chain's skill that does not load is left out of held-out play rather than stopping it.
+GRAPH_RULES_VERSION = 15
 METHOD_LABELS = {"rlgpt": "RL-GPT (rule-based expert)", "pure_rl": "pure RL (PPO, primitive actions)",
                  "pure_code": "pure code (coded actions, no RL)",
                  "rl_with_code": "PPO + coded actions in the action head"}

@@ -150,10 +150,11 @@ class FileModel(ReaskingModel):
             used = path.with_name(path.name.replace(".response.json", ".used.json"))
             try:
                 used.write_text(text, encoding="utf-8")
+                kept = f", kept in {used.name}"
             except OSError as e:
-                log.warning("cannot keep the answer the run used in %s: %s", used, e)
-            log.warning("%s was written again after the run had read it; the run went on with the answer it had "
-                        "read, kept in %s. Answer each request once.", path, used.name)
+                kept = f" (it could not be kept in {used.name}: {e})"
+            log.warning("%s was written again or removed after the run had read it; the run went on with the answer "
+                        "it had read%s. Answer each request once.", path, kept)
             del self._read[path]
 
     def _write_atomically(self, path: Path, data: dict[str, Any]) -> None:

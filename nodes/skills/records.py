@@ -76,14 +76,23 @@ def prior_sources(state: Mapping[str, Any]) -> list[dict]:
     return out
 
 
+def shares_its_code(record: Mapping[str, Any]) -> bool:
+    """Whether a skill's definitions join the library of the later skills: not a kept attempt that never
+    succeeded (a score plan plays it last, with its own code only: its rewrite of stay_alive or a helper may
+    be why it never succeeded)."""
+    never = int(record.get("episodes") or 0) > 0 and not float(record.get("success_rate") or 0.0)
+    return bool(record.get("passing")) or not never
+
+
 def solved_pool(state: Mapping[str, Any]) -> Pool:
     """The pool of every coded definition of the skills solved before the current subtask, in plan order
     (nodes.skills.pool.pool_of): whatever a skill defined stays callable in every later subtask, whether or
-    not the later one replays it."""
+    not the later one replays it (`shares_its_code`)."""
     plan = state.get("plan", [])
     skills = state.get("skills") or {}
     index = state.get("subtask_index", 0)
-    return pool_of((sub["name"], skills[sub["name"]]) for sub in plan[:index] if sub["name"] in skills)
+    return pool_of((sub["name"], skills[sub["name"]]) for sub in plan[:index]
+                   if sub["name"] in skills and shares_its_code(skills[sub["name"]]))
 
 
 def prerequisite_achievements(state: Mapping[str, Any]) -> list[str]:
@@ -97,7 +106,7 @@ def earlier_entries(state: Mapping[str, Any]) -> set[str]:
     plan = state.get("plan", [])
     skills = state.get("skills") or {}
     return {str(record["entry"]) for sub in plan[:state.get("subtask_index", 0)]
-            if (record := skills.get(sub["name"])) and record.get("entry")}
+            if (record := skills.get(sub["name"])) and record.get("entry") and shares_its_code(record)}
 
 
 def replaced_names(state: Mapping[str, Any]) -> set[str]:
