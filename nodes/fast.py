@@ -360,6 +360,7 @@ def in_run_names(examples: dict[str, str], state: Mapping[str, Any], pool: Pool)
     if not entries:
         return examples
     pattern = re.compile(r"\b(" + "|".join(map(re.escape, entries)) + r")(?=\()")
+
     def renamed(source: str) -> str:
         own = set(definitions(source))  # a function the example defines itself keeps its name
         return pattern.sub(lambda m: m.group(1) if m.group(1) in own else entries[m.group(1)], source)
