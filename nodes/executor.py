@@ -161,15 +161,15 @@ def _load_chain(plan: Sequence[Mapping[str, Any]], skills: Mapping[str, SkillLik
     other achievements do not need it; a chain's stops the load (ValueError)."""
     names = [sub["name"] for sub in plan]
     loaded = [Skill.model_validate(skills[name]) for name in names]
+    records = [s.to_state() for s in loaded]
     pool = pool_of([])  # the built-ins; each skill's definitions join it in plan order
     pools = []  # the library as it stood at each skill: what its code tests loaded
-    for name, skill in zip(names, loaded, strict=True):
-        own = pool if shares_its_code(skill.to_state()) else pool.copy()  # one that never succeeded: its play alone
+    for name, skill, record in zip(names, loaded, records, strict=True):
+        own = pool if shares_its_code(record) else pool.copy()  # one that never succeeded: its play alone
         for source in skill.sources:
             own.add(source, subtask=name, kind=skill.kind)
         pools.append(own.copy())
     if score:
-        records = [s.to_state() for s in loaded]
         order = score_play_order(
             names, [skill_meets_target(r, target) for r in records],
             [judged_rate(r) for r in records],

@@ -228,6 +228,11 @@ def _bars_text(inventory: dict[str, int], health: bool = True) -> str:
     return ", ".join(f"{bar} {inventory.get(bar, 0)}" for bar in STATUS_KEYS if health or bar != "health")
 
 
+def _frames(running: str) -> list[str]:
+    """The functions of a running stack ('main > collect_wood > go_to'), outermost first; none for ''."""
+    return [f for f in running.split(" > ") if f]
+
+
 class _Progress:
     """What the code did, step by step, as the trusted side saw it: the whole story also when a limit
     stopped it, and every health loss with its likely cause, read from the player's view at that step."""
@@ -264,7 +269,7 @@ class _Progress:
             return
         self._sampled_at = self.steps
         # what main ran: a chain's skill (its first function inside main), else the function the code was in
-        parts = [p for p in self.running.split(" > ") if p]
+        parts = _frames(self.running)
         what = (parts[1] if len(parts) > 1 and parts[0] == "main" else parts[0]) if parts else ""
         dark = "*" if float(self.observation().daylight) < NIGHT_BELOW else ""
         text = f"{self.steps}{dark} {'/'.join(str(int(self.inventory.get(k, 0))) for k in STATUS_KEYS)}"
@@ -295,7 +300,7 @@ class _Progress:
         self.trace.step(self.steps, shown, events, running)
         self._enter(running)
         self.running = running
-        for function in running.split(" > ") if running else ():
+        for function in _frames(running):
             if function not in self.first_steps and len(self.first_steps) < MAX_FIRST_STEPS:
                 self.first_steps[function] = self.steps
         self.faced = self._faced()
@@ -314,7 +319,7 @@ class _Progress:
     def _enter(self, running: str) -> None:
         """Keep the step each function now running was called at: the frames shared with the last step's keep theirs
         (a function left and called again between two steps reads as one call)."""
-        parts, old = running.split(" > ") if running else [], self.running.split(" > ") if self.running else []
+        parts, old = _frames(running), _frames(self.running)
         same = 0
         while same < min(len(parts), len(old), len(self.entered)) and parts[same] == old[same]:
             same += 1
@@ -322,7 +327,7 @@ class _Progress:
 
     def helper_since(self) -> str:
         """'shelter since step 190': the outermost game API helper running at the last step, and since when."""
-        parts = self.running.split(" > ") if self.running else []
+        parts = _frames(self.running)
         return next((f"{name} since step {at}" for name, at in zip(parts, self.entered, strict=False)
                      if name in API_HELPERS), "")
 

@@ -56,6 +56,12 @@ RENAME_NOTE = ("Write it under another name first and then rename it to {file}, 
                "read half-written.")
 
 
+def _signature(path: Path) -> tuple[int, int]:
+    """What changes when a file is written again: its modification time and size."""
+    stat = path.stat()
+    return stat.st_mtime_ns, stat.st_size
+
+
 class FileModelTimeout(ModelServerError):
     """No answer file appeared before the deadline."""
 
@@ -97,7 +103,8 @@ class FileModel(ReaskingModel):
         self.last_requests = []
         used = [int(m.group(1)) for p in self.directory.iterdir() if (m := NUMBERED.match(p.name))]
         self._next = max(used, default=-1) + 1
-        self._read: dict[Path, str] = {}  # the answers read, as read: one written again later is kept apart
+        # the answers read, as read, with the file's (mtime, size) then: one written again later is kept apart
+        self._read: dict[Path, tuple[str, tuple[int, int]]] = {}
 
     def structured(self, role: str, messages: Sequence[BaseMessage], schema: type[S],
                    context: Mapping[str, Any] | None = None) -> S:
@@ -140,9 +147,11 @@ class FileModel(ReaskingModel):
 
     def _keep_rewritten(self) -> None:
         """Keep apart each answer written again since the run read it (`NNNN.used.json`: what the run used)."""
-        for path, text in list(self._read.items()):
+        for path, (text, seen) in list(self._read.items()):
             try:
-                now = path.read_text(encoding="utf-8", errors="replace")
+                if _signature(path) == seen:
+                    continue  # untouched: not read again
+                now: str | None = path.read_text(encoding="utf-8", errors="replace")
             except OSError:
                 now = None  # removed since: what was used is still kept below
             if now == text:
@@ -182,7 +191,10 @@ class FileModel(ReaskingModel):
                     if unparsed < UNPARSED_READS:
                         time.sleep(self.poll_s)
                         continue  # not JSON after UNPARSED_READS reads: the re-ask tells the answerer why
-                self._read[path] = text
+                try:
+                    self._read[path] = (text, _signature(path))
+                except OSError:
+                    pass  # gone again at once: nothing to watch
                 return text
             elif time.monotonic() > deadline:
                 raise FileModelTimeout(
