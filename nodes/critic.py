@@ -113,13 +113,17 @@ def verdict_rules(settings: RunSettings, inner: int, outer: int, kind: str, scor
     # a score plan never re-plans for a failure (nodes.planner._go_on_without): a critic told otherwise chose
     # 'fail' to have a subtask moved to the plan's end
     below = ("below it the attempt still plays in this run's chain (it is only not saved for other runs); when "
-             "it never succeeded, the subtasks that need it are dropped. Held-out play runs a kept attempt that "
-             "did not meet the target after every skill that did, the likeliest first"
+             "it never succeeded, the subtasks that need it are dropped"
              if score_plan else "below it the planner re-plans")
     rules.append(f"fail: the best attempt so far ({ranking}; the later on a tie) is kept, its code whole as it was "
                  "tested (helpers included), and the run goes on to "
                  f"the next subtask when {judged} reaches the skill threshold {settings.skill_threshold:.0%}; "
                  f"{below}.")
+    if score_plan:
+        # an answerer read the play order as the verdict's doing and answered fail to move a skill to the end
+        rules.append("Whatever the verdict, held-out play runs the kept skills that did not meet the pass rule "
+                     "after every skill that did, the likeliest first: they are reached only in the episodes that "
+                     "live through all of those.")
     return "\n".join(f"- {r}" for r in rules)
 
 

@@ -17,8 +17,10 @@ from nodes.models.base import ModelOutputError
 from nodes.recipes import recipe_facts, template_for
 from nodes.schemas import MAX_SUB_ACTIONS, Decomposition, SubAction
 from nodes.settings import RunSettings
+from nodes.skills.records import solved_pool
 from nodes.state import RLGPTState
 from prompts.facts import SlowFacts
+from prompts.fewshot import BUILTIN_ACTIONS
 from prompts.templates import messages_for
 
 
@@ -35,7 +37,16 @@ def slow_context(state: Mapping[str, Any], settings: RunSettings) -> SlowFacts:
         "best": None if best is None else {"kind": best["kind"], "success_rate": best["success_rate"]},
         "outer_iter": state.get("outer_iter", 0), "max_outer_iters": settings.max_outer_iters,
         "forced_rl": state.get("forced_rl"),
+        "rewritten": _rewritten_builtins(state),
     }
+
+
+def _rewritten_builtins(state: Mapping[str, Any]) -> dict[str, str]:
+    """Built-in actions an earlier skill wrote anew -> that skill's subtask (the latest in plan order): an
+    answerer that rewrote stay_alive saw it still listed as built-in and could not tell whether it took effect."""
+    pool = solved_pool(state)
+    return {name: str(origin["subtask"]) for name in BUILTIN_ACTIONS
+            if (origin := pool.origin.get(name, {})).get("subtask")}
 
 
 def enforce_move(decomposition: DecompositionEntry, forced: str | None) -> tuple[DecompositionEntry, bool]:

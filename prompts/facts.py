@@ -137,6 +137,7 @@ class SlowFacts(TypedDict):
     outer_iter: int
     max_outer_iters: int
     forced_rl: str | None                # the sub-action the graph moved to rl
+    rewritten: NotRequired[dict[str, str]]  # built-in action -> the earlier subtask whose code wrote it anew
 
 
 # -- fast agent ---------------------------------------------------------------------------------------

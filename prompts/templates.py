@@ -159,11 +159,12 @@ def _planner_system(c: PlannerFacts) -> str:
 
 def _render_slow(c: SlowFacts) -> str:
     """Keys: subtask, task_description, recipe, template, prior_skills, previous, critique, best,
-    forced_rl, outer_iter, max_outer_iters."""
+    forced_rl, rewritten, outer_iter, max_outer_iters."""
     _require("slow", c, "subtask")
     skills = "\n".join(f"- {s.get('subtask')} ({s.get('kind')}, success {s.get('success_rate')})"
                        for s in c.get("prior_skills") or [])
     forced = c.get("forced_rl")
+    rewritten = c.get("rewritten") or {}
     return "".join([
         _section("Subtask", _subtask_line(c["subtask"], c.get("task_description"))),
         _section("Recipe facts", c.get("recipe")),
@@ -172,8 +173,10 @@ def _render_slow(c: SlowFacts) -> str:
         _section("Current decomposition", _decomposition(c.get("previous"))),
         _section("Latest critique", c.get("critique")),
         _section("Best measured attempt so far", c.get("best")),
-        _section("Built-in coded actions (list one, or an earlier skill's helper, only to write it anew; it "
-                 "then replaces it everywhere)", ", ".join(BUILTIN_ACTIONS)),
+        _section("Built-in coded actions (list one, or an earlier skill's helper, only to write it anew; yours "
+                 "replaces it from this subtask's tests on)",
+                 ", ".join(name + (f" (written anew for {rewritten[name]})" if name in rewritten else "")
+                           for name in BUILTIN_ACTIONS)),
         _section("Moved to rl by the graph", forced and (
             f"The plan gave up on `{forced}`, so the graph learns it: mark `{forced}` kind 'rl' in your answer "
             "(coded sub-actions go into its action head).")),

@@ -293,6 +293,25 @@ def test_slow_prompt_has_the_worked_example_and_the_forced_move():
     assert "Moved to rl" not in _text("slow", {**slow_context(), "forced_rl": None})
 
 
+def test_the_slow_agent_hears_which_built_ins_an_earlier_skill_wrote_anew():
+    """An answerer that rewrote stay_alive in collect_iron saw it listed as built-in still, and could not tell
+    whether the rewrite took effect."""
+    from nodes.slow import slow_context as context_of_state
+    from nodes.settings import RunSettings
+
+    survive = "@coded_action\ndef stay_alive(game):\n    yield 'noop'\n"
+    iron = "@coded_action\ndef collect_iron(game):\n    yield 'do'\n"
+    state = {"plan": [{"name": "collect_iron"}, {"name": "make_iron_pickaxe"}], "subtask_index": 1,
+             "skills": {"collect_iron": {"name": "collect_iron", "task": "collect_iron", "kind": "code",
+                                         "success_rate": 0.75, "episodes": 8, "passing": True,
+                                         "entry": "collect_iron", "sources": [survive + iron]}}}
+    facts = context_of_state(state, RunSettings(task="obtain diamond"))
+    assert facts["rewritten"] == {"stay_alive": "collect_iron"}
+    built_ins = _text("slow", facts).split("## Built-in coded actions", 1)[1].split("\n\n", 1)[0]
+    assert "stay_alive (written anew for collect_iron)" in built_ins and "explore," in built_ins
+    assert "written anew" not in _text("slow", {**facts, "subtask_index": 0, "rewritten": {}})
+
+
 def test_critic_prompt_shows_the_code_and_the_evidence():
     system, human = (str(m.content) for m in messages_for("critic", critic_context()))
     assert "move_to" in system and "success_given_start" in system
@@ -395,7 +414,9 @@ def test_the_fast_prompt_says_where_a_test_stops_a_code_that_plays_on():
     from tools.run_code import AFTER_SUCCESS_STEPS
 
     text = " ".join((Path(__file__).resolve().parents[1] / "prompts" / "fast_code.md").read_text().split())
-    assert f"then yours until it returns, raises or runs {AFTER_SUCCESS_STEPS} steps past the achievement" in text
+    assert f"After the achievement it runs until yours returns, raises or has run {AFTER_SUCCESS_STEPS} steps more" in text
+    assert "calls yours again while its achievement is locked, like held-out play" in text
+    assert "(with no earlier skill, once)" in text
 
 
 def test_the_critic_hears_when_few_runs_reached_the_judged_action():
@@ -501,6 +522,10 @@ def test_the_critic_hears_what_fail_does_in_a_score_plan():
     score = verdict_rules(settings, 0, 0, "code", score_plan=True)
     assert "below it the planner re-plans" in chain and "re-plans" not in score
     assert "still plays in this run's chain" in score and "the subtasks that need it are dropped" in score
+    # the held-out order follows the pass rule, not the verdict: said apart from fail, and only for a score plan
+    order = next(line for line in score.splitlines() if "held-out play runs the kept skills" in line)
+    assert order.startswith("- Whatever the verdict") and "after every skill that did" in order
+    assert "held-out play" not in chain
 
 
 def test_the_critic_hears_that_revise_and_move_spend_an_outer_iteration():
