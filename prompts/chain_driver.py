@@ -3,7 +3,7 @@
 `prompts.fewshot.chain_source` writes a program whose `main` coded action plays a chain of coded
 actions; the body of `play_chain` below is that `main`'s body, copied as text after assignments that
 bind its parameters (everything but `game`) to the chain's data. So the body is agent code: it runs in
-the sandbox and keeps to its rules (sandbox/lint.py: no imports, no names starting with '_', no
+the sandbox and keeps to its rules (sandbox/lint.py: no imports, no attributes starting with '_', no
 annotations inside it, which the sandbox would evaluate). It is copied rather than called so that the
 program keeps one `main` with everything inside it: the library stores a program's functions one by
 one (nodes.skills.pool.definitions), and a trace names the functions a step came from ('main > collect_wood').

@@ -463,3 +463,22 @@ def test_a_resent_program_is_the_same_test_whatever_order_its_definitions_come_i
     assert program_identity(shadowed) != program_identity("near = print\n\n" + helper)
     # a statement that binds nothing still counts
     assert program_identity(action) != program_identity(action + "\nprint('x')\n")
+
+
+def test_a_code_test_calls_the_judged_action_again_while_its_achievement_is_locked():
+    """What the fast prompt says of a test: after earlier skills, the judged action is called again while its
+    achievement is locked, as held-out play does; with no earlier skill it is called once."""
+    from tools.run_code import run_code
+
+    written = ("@coded_action(max_steps=5)\ndef warm_up(game):\n    yield 'noop'\n\n\n"
+               "@coded_action(max_steps=5)\ndef collect_sapling(game):\n    yield 'noop'\n")
+    pool = code_pool.builtin_pool()
+    pool.add(written, subtask="collect_sapling")
+    after_prefix, _ = code_pool.test_program(pool, ["warm_up"], ["collect_sapling"], 120)
+    alone, action = code_pool.test_program(pool, [], ["collect_sapling"], 120)
+    assert action == "collect_sapling"
+    chained = run_code(after_prefix, task="collect_sapling", seed=3, max_steps=120)
+    once = run_code(alone, task="collect_sapling", seed=3, max_steps=120, action=action)
+    assert chained.error is None and once.error is None
+    assert chained.ended == "out_of_steps" and chained.steps == 120  # one noop per call until the limit
+    assert once.ended == "action_returned" and once.steps == 1

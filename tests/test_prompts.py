@@ -210,7 +210,7 @@ def test_the_job_carries_the_reason_only_when_the_decomposition_does_not_list_th
 
 
 def test_fast_prompt_states_the_sandbox_rules_the_lint_enforces():
-    from sandbox.lint import ALLOWED_MODULES, FORBIDDEN_NAMES
+    from sandbox.lint import ALLOWED_MODULES, FORBIDDEN_NAMES, UnsafeCodeError, check_source
 
     system = str(messages_for("fast", fast_context())[0].content)
     for module in ALLOWED_MODULES:
@@ -218,7 +218,13 @@ def test_fast_prompt_states_the_sandbox_rules_the_lint_enforces():
             assert module in system
     for name in ("open", "eval", "exec", "getattr", "type"):
         assert name in FORBIDDEN_NAMES and f" {name}" in system
-    assert "starting with '_'" in system and "no classes" in system
+    assert "no names starting with '__', no attributes starting with '_'" in " ".join(system.split())
+    assert "no classes" in system
+    # the rule as the lint has it: an answerer's `_n` passed where the prompt had said no name may start with '_'
+    check_source("def f(game):\n    _n = 1\n    yield 'noop'\n")
+    for forbidden in ("__n = 1\n", "x = game._env\n", "class A:\n    pass\n"):
+        with pytest.raises(UnsafeCodeError):
+            check_source(forbidden)
 
 
 def test_api_reference_lists_every_public_member_with_its_call_form():
@@ -296,8 +302,8 @@ def test_slow_prompt_has_the_worked_example_and_the_forced_move():
 def test_the_slow_agent_hears_which_built_ins_an_earlier_skill_wrote_anew():
     """An answerer that rewrote stay_alive in collect_iron saw it listed as built-in still, and could not tell
     whether the rewrite took effect."""
-    from nodes.slow import slow_context as context_of_state
     from nodes.settings import RunSettings
+    from nodes.slow import slow_context as context_of_state
 
     survive = "@coded_action\ndef stay_alive(game):\n    yield 'noop'\n"
     iron = "@coded_action\ndef collect_iron(game):\n    yield 'do'\n"
@@ -414,7 +420,8 @@ def test_the_fast_prompt_says_where_a_test_stops_a_code_that_plays_on():
     from tools.run_code import AFTER_SUCCESS_STEPS
 
     text = " ".join((Path(__file__).resolve().parents[1] / "prompts" / "fast_code.md").read_text().split())
-    assert f"After the achievement it runs until yours returns, raises or has run {AFTER_SUCCESS_STEPS} steps more" in text
+    assert (f"After the achievement it runs until yours returns, raises or has run {AFTER_SUCCESS_STEPS} steps "
+            "more") in text
     assert "calls yours again while its achievement is locked, like held-out play" in text
     assert "(with no earlier skill, once)" in text
 
