@@ -547,3 +547,16 @@ def test_the_critic_hears_that_revise_and_move_spend_an_outer_iteration():
     assert "outer iteration 3 of 3" in verdict_rules(settings, 3, 1, "rl")
     last = verdict_rules(settings, 0, 2, "code")
     assert "spending steps again" not in last and "revise: as fail." in last  # none is left to spend
+
+
+def test_a_score_planner_hears_that_held_out_play_runs_the_skills_below_the_target_last():
+    """An answerer planned the iron tools before eat_cow and saw them played after it: the order is the held-out
+    chain's (nodes.executor.score_play_order), and only a score plan's planner hears of it."""
+    from nodes.executor import score_play_order
+
+    score = " ".join(_text("planner", {**planner_context(), "task": "crafter_score"}).split())
+    assert "a subtask whose best attempt misses the target plays after every skill that met it" in score
+    assert "misses the target" not in _text("planner", planner_context())
+    # what it says: collect_iron (below the target) after eat_cow (met), place_table (met) still first
+    names = ["place_table", "collect_iron", "eat_cow"]
+    assert score_play_order(names, [True, False, True], [1.0, 0.5, 1.0], [1.0, 1.0, 1.0]) == [0, 2, 1]
