@@ -422,8 +422,8 @@ def test_the_fast_prompt_says_where_a_test_stops_a_code_that_plays_on():
     text = " ".join((Path(__file__).resolve().parents[1] / "prompts" / "fast_code.md").read_text().split())
     assert (f"After the achievement it runs until yours returns, raises or has run {AFTER_SUCCESS_STEPS} steps "
             "more") in text
-    assert "calls yours again while its achievement is locked, like held-out play" in text
-    assert "(with no earlier skill, once)" in text
+    assert "like held-out play it calls an action named after an achievement again while that is locked" in text
+    assert "(a test of one action alone calls it once)" in text
 
 
 def test_the_critic_hears_when_few_runs_reached_the_judged_action():
