@@ -174,7 +174,7 @@ def _render_slow(c: SlowFacts) -> str:
         _section("Latest critique", c.get("critique")),
         _section("Best measured attempt so far", c.get("best")),
         _section("Built-in coded actions (list one, or an earlier skill's helper, only to write it anew; yours "
-                 "replaces it in this subtask's tests and, once this skill is kept, in the later subtasks)",
+                 "replaces it in this subtask's tests and, once kept, in later subtasks)",
                  ", ".join(name + (f" (written anew for {rewritten[name]})" if name in rewritten else "")
                            for name in BUILTIN_ACTIONS)),
         _section("Moved to rl by the graph", forced and (
