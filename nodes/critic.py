@@ -122,8 +122,8 @@ def verdict_rules(settings: RunSettings, inner: int, outer: int, kind: str, scor
     if score_plan:
         # an answerer read the play order as the verdict's doing and answered fail to move a skill to the end
         rules.append("Whatever the verdict, held-out play runs the kept skills that did not meet the pass rule "
-                     "after every skill that did, the likeliest first: they are reached only in the episodes that "
-                     "live through all of those.")
+                     "after every skill that did and does not need them (the likeliest first; what needs one "
+                     "follows it): they are reached only in the episodes that live through all of those.")
     return "\n".join(f"- {r}" for r in rules)
 
 

@@ -17,6 +17,7 @@ from nodes.models.base import ModelOutputError
 from nodes.recipes import recipe_facts, template_for
 from nodes.schemas import MAX_SUB_ACTIONS, Decomposition, SubAction
 from nodes.settings import RunSettings
+from nodes.skills.pool import builtin_pool
 from nodes.skills.records import solved_pool
 from nodes.state import RLGPTState
 from prompts.facts import SlowFacts
@@ -44,9 +45,10 @@ def slow_context(state: Mapping[str, Any], settings: RunSettings) -> SlowFacts:
 def _rewritten_builtins(state: Mapping[str, Any]) -> dict[str, str]:
     """Built-in actions an earlier skill wrote anew -> that skill's subtask (the latest in plan order): an
     answerer that rewrote stay_alive saw it still listed as built-in and could not tell whether it took effect."""
-    pool = solved_pool(state)
+    pool, builtins = solved_pool(state), builtin_pool()
+    # a learned skill's head entries carry the built-in `explore` as it is: that is no rewrite
     return {name: str(origin["subtask"]) for name in BUILTIN_ACTIONS
-            if (origin := pool.origin.get(name, {})).get("subtask")}
+            if (origin := pool.origin.get(name, {})).get("subtask") and pool.sources[name] != builtins.sources[name]}
 
 
 def enforce_move(decomposition: DecompositionEntry, forced: str | None) -> tuple[DecompositionEntry, bool]:

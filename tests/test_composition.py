@@ -466,19 +466,23 @@ def test_a_resent_program_is_the_same_test_whatever_order_its_definitions_come_i
 
 
 def test_a_code_test_calls_the_judged_action_again_while_its_achievement_is_locked():
-    """What the fast prompt says of a test: after earlier skills, the judged action is called again while its
-    achievement is locked, as held-out play does; with no earlier skill it is called once."""
+    """What the fast prompt says of a test: like held-out play, it calls an action named after an achievement
+    again while that is locked, and any other action once; a test of one action alone calls it once."""
     from tools.run_code import run_code
 
     written = ("@coded_action(max_steps=5)\ndef warm_up(game):\n    yield 'noop'\n\n\n"
+               "@coded_action(max_steps=5)\ndef take_sapling(game):\n    yield 'noop'\n\n\n"
                "@coded_action(max_steps=5)\ndef collect_sapling(game):\n    yield 'noop'\n")
     pool = code_pool.builtin_pool()
     pool.add(written, subtask="collect_sapling")
-    after_prefix, _ = code_pool.test_program(pool, ["warm_up"], ["collect_sapling"], 120)
-    alone, action = code_pool.test_program(pool, [], ["collect_sapling"], 120)
-    assert action == "collect_sapling"
-    chained = run_code(after_prefix, task="collect_sapling", seed=3, max_steps=120)
-    once = run_code(alone, task="collect_sapling", seed=3, max_steps=120, action=action)
-    assert chained.error is None and once.error is None
-    assert chained.ended == "out_of_steps" and chained.steps == 120  # one noop per call until the limit
-    assert once.ended == "action_returned" and once.steps == 1
+
+    def test_of(prefix: list[str], actions: list[str]):
+        program, action = code_pool.test_program(pool, prefix, actions, 120)
+        report = run_code(program, task="collect_sapling", seed=3, max_steps=120, action=action)
+        assert report.error is None
+        return report.ended, report.steps
+
+    assert test_of(["warm_up"], ["collect_sapling"]) == ("out_of_steps", 120)  # one noop per call to the limit
+    assert test_of([], ["warm_up", "collect_sapling"]) == ("out_of_steps", 120)  # two sub-actions: a chain too
+    assert test_of(["warm_up"], ["take_sapling"]) == ("action_returned", 2)  # not an achievement: once
+    assert test_of([], ["collect_sapling"]) == ("action_returned", 1)  # one action alone: once

@@ -311,11 +311,18 @@ def test_the_slow_agent_hears_which_built_ins_an_earlier_skill_wrote_anew():
              "skills": {"collect_iron": {"name": "collect_iron", "task": "collect_iron", "kind": "code",
                                          "success_rate": 0.75, "episodes": 8, "passing": True,
                                          "entry": "collect_iron", "sources": [survive + iron]}}}
-    facts = context_of_state(state, RunSettings(task="obtain diamond"))
+    settings = RunSettings(task="obtain diamond")
+    facts = context_of_state(state, settings)
     assert facts["rewritten"] == {"stay_alive": "collect_iron"}
     built_ins = _text("slow", facts).split("## Built-in coded actions", 1)[1].split("\n\n", 1)[0]
     assert "stay_alive (written anew for collect_iron)" in built_ins and "explore," in built_ins
-    assert "written anew" not in _text("slow", {**facts, "subtask_index": 0, "rewritten": {}})
+    first = context_of_state({**state, "subtask_index": 0}, settings)
+    assert first["rewritten"] == {} and "written anew" not in _text("slow", first)
+    record = state["skills"]["collect_iron"]
+    unchanged = builtin_source("explore") + "\n\n" + iron  # a learned skill's head carries explore as it is
+    for other in ({**record, "passing": False, "success_rate": 0.0},  # never succeeded: its code is its own
+                  {**record, "sources": []}, {**record, "sources": [unchanged]}):
+        assert context_of_state({**state, "skills": {"collect_iron": other}}, settings)["rewritten"] == {}
 
 
 def test_critic_prompt_shows_the_code_and_the_evidence():
@@ -531,7 +538,7 @@ def test_the_critic_hears_what_fail_does_in_a_score_plan():
     assert "still plays in this run's chain" in score and "the subtasks that need it are dropped" in score
     # the held-out order follows the pass rule, not the verdict: said apart from fail, and only for a score plan
     order = next(line for line in score.splitlines() if "held-out play runs the kept skills" in line)
-    assert order.startswith("- Whatever the verdict") and "after every skill that did" in order
+    assert order.startswith("- Whatever the verdict") and "after every skill that did and does not need them" in order
     assert "held-out play" not in chain
 
 
@@ -555,8 +562,12 @@ def test_a_score_planner_hears_that_held_out_play_runs_the_skills_below_the_targ
     from nodes.executor import score_play_order
 
     score = " ".join(_text("planner", {**planner_context(), "task": "crafter_score"}).split())
-    assert "a subtask whose best attempt misses the target plays after every skill that met it" in score
-    assert "misses the target" not in _text("planner", planner_context())
-    # what it says: collect_iron (below the target) after eat_cow (met), place_table (met) still first
-    names = ["place_table", "collect_iron", "eat_cow"]
-    assert score_play_order(names, [True, False, True], [1.0, 0.5, 1.0], [1.0, 1.0, 1.0]) == [0, 2, 1]
+    said = "misses the pass rule of its tests plays after every skill that met it and does not need it"
+    assert said in score and "what needs it follows it" in score
+    assert "misses the pass rule" not in _text("planner", planner_context())
+    # what it says: collect_iron (missed) after eat_cow (met); make_stone_pickaxe (met) after collect_stone
+    # (missed), which it needs; place_table (met) still first
+    names = ["place_table", "collect_iron", "eat_cow", "collect_stone", "make_stone_pickaxe"]
+    order = score_play_order(names, [True, False, True, False, True], [1.0, 0.5, 1.0, 0.9, 1.0], [1.0] * 5)
+    assert [names[i] for i in order] == ["place_table", "eat_cow", "collect_stone", "make_stone_pickaxe",
+                                         "collect_iron"]
