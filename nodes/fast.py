@@ -340,7 +340,9 @@ def survival_origin(pool: Pool) -> str:
     if origin.get("kind") in (None, "built-in"):
         return ""
     if origin.get("this_subtask"):
-        return "the `stay_alive` of this subtask's code: revise it there"
+        # said to whichever sub-action is being written ("revise it there" sent an answerer back to the
+        # sub-action that wrote it, which it could no longer answer for)
+        return "the `stay_alive` of this subtask's code: one your answer defines replaces it"
     return f"the `stay_alive` written for {origin.get('subtask') or 'an earlier skill'}: one you write replaces it"
 
 

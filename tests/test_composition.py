@@ -392,7 +392,7 @@ def test_a_report_is_set_against_the_round_before_of_the_same_sub_action_and_nam
     pool.add("def stay_alive(game):\n    yield 'noop'\n", subtask="collect_coal", kind="code")
     assert survival_origin(pool) == "the `stay_alive` written for collect_coal: one you write replaces it"
     pool.add("def stay_alive(game):\n    yield 'sleep'\n", subtask="collect_iron", kind="code", this_subtask=True)
-    assert survival_origin(pool) == "the `stay_alive` of this subtask's code: revise it there"
+    assert survival_origin(pool) == "the `stay_alive` of this subtask's code: one your answer defines replaces it"
 
 
 def test_measure_sets_a_round_against_the_one_before_and_names_the_stay_alive_this_subtask_wrote(tmp_path):
@@ -436,7 +436,8 @@ def test_measure_sets_a_round_against_the_one_before_and_names_the_stay_alive_th
 
     first = run_round(100)
     assert "as last round" not in first
-    assert "between skills the chain called the `stay_alive` of this subtask's code: revise it there" in first
+    assert ("between skills the chain called the `stay_alive` of this subtask's code: one your answer defines "
+            "replaces it") in first
     second = run_round(100)
     seeds = {x.split(":")[0] for x in second.splitlines() if x.startswith("seed ")}
     assert seeds == {"seed 1 (as last round)", "seed 2"}, second
