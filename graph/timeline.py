@@ -73,8 +73,10 @@ def timeline_rows(values: Mapping[str, Any]) -> list[Row]:
     slots: list[Slot] = []
 
     def add(result: Mapping[str, Any], verdict: str | None) -> None:
+        # a round's steps include its seeds played with the chain's helpers from before a rewrite, if it had those
+        steps = int(result.get("steps") or 0) + int((result.get("helpers_before") or {}).get("steps") or 0)
         slot = Slot(len(slots), str(result.get("subtask")), str(result.get("kind")), str(result.get("sub_action")),
-                    result.get("success_rate"), int(result.get("steps") or 0), verdict)
+                    result.get("success_rate"), steps, verdict)
         slots.append(slot)
         row(slot.subtask).slots.append(slot)
 

@@ -30,11 +30,13 @@ from nodes.attempt.results import (
     CHAIN_STARTS,
     judged_count,
     judged_rate,
-    meets_target,
     pass_rule_text,
+    round_best,
+    round_passes,
+    successes_needed,
     training_pass_rule_text,
 )
-from nodes.attempt.rounds import at_least_as_good, judged_sub_action, measure_event, recorded_result
+from nodes.attempt.rounds import at_least_as_good, ends_the_chain, judged_sub_action, measure_event, recorded_result
 from nodes.context import RunContext, context_of
 from nodes.entries import CritiqueEntry, FailedEntry, MeasuredResult, SubActionEntry
 from nodes.exits import exit_to
@@ -50,7 +52,9 @@ from prompts.templates import messages_for
 
 # result fields the critic is not shown: the artefacts, the per-seed detail, and the rate's label
 # and what differs between two runs of the same answers (a recorded run must replay: nodes.models.recording)
-HIDDEN_FROM_CRITIC = ("sources", "rl_config", "per_seed", "rate_source", "policy_path", "run_dir", "wall_time_s")
+# helpers_before: the report says it in a line (nodes.fast.helpers_before_text)
+HIDDEN_FROM_CRITIC = ("sources", "rl_config", "per_seed", "rate_source", "policy_path", "run_dir", "wall_time_s",
+                      "helpers_before")
 
 
 def _best_by_kind(results: list[MeasuredResult], subtask: str, given_start: bool = False) -> dict[str, float]:
@@ -60,7 +64,8 @@ def _best_by_kind(results: list[MeasuredResult], subtask: str, given_start: bool
     best: dict[str, float] = {}
     for r in results:
         if r.get("subtask") == subtask and not r.get("head_test"):
-            rate = judged_rate(r) if given_start else float(r["success_rate"])
+            kept = round_best(r)  # a round's code with the chain's helpers from before, where that ranked higher
+            rate = judged_rate(kept) if given_start else float(kept["success_rate"])
             best[r["kind"]] = max(best.get(r["kind"], 0.0), rate)
     return best
 
@@ -116,7 +121,8 @@ def verdict_rules(settings: RunSettings, inner: int, outer: int, kind: str, scor
              "it never succeeded, the subtasks that need it are dropped"
              if score_plan else "below it the planner re-plans")
     rules.append(f"fail: the best attempt so far ({ranking}; the later on a tie) is kept, its code whole as it was "
-                 "tested (helpers included), and the run goes on to "
+                 "tested (helpers included; with the earlier stay_alive or other chain helper where the report says "
+                 "that ranked above the rewrite), and the run goes on to "
                  f"the next subtask when {judged} reaches the skill threshold {settings.skill_threshold:.0%}; "
                  f"{below}.")
     if score_plan:
@@ -167,6 +173,13 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
     inner, outer = int(state.get("inner_iter", 0)), int(state.get("outer_iter", 0))
     count = judged_count(result)  # (successes, runs judged): fewer runs than seeds when some died before the action
     judged_runs = count[1] if count and count[1] else settings.code_test_episodes
+    # the plan's last subtask: held-out play is this chain, so every run counts too (as the fast agent is told);
+    # an answerer's critic read "1 of 1 judged runs succeeded: meets the target" beside 1 of 8 runs
+    whole_chain = judged["kind"] == "code" and ends_the_chain(state, settings.task)
+    episodes = int(result.get("episodes") or 0)
+    chain_rule = (f". The plan's last subtask: held-out play is this chain, so the attempt meets the target only "
+                  f"when {successes_needed(episodes, settings.target_success)} or more of all {episodes} test runs "
+                  "succeed as well" if whole_chain and episodes else "")
     context: CriticFacts = {
         "subtask": subtask, "sub_action": {"name": judged["name"], "kind": judged["kind"]},
         "result": {k: v for k, v in result.items() if k not in HIDDEN_FROM_CRITIC},
@@ -178,9 +191,10 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
         "inner_iter": inner, "max_inner_iters": max_inner, "outer_iter": outer, "max_outer_iters": max_outer,
         "loops": loops_text(settings, inner, outer, judged["kind"]),
         "budget_left": budget_left(current), "min_train_steps": MIN_TRAIN_STEPS,
-        "pass_rule": pass_rule_text(judged_runs, settings.target_success) if judged["kind"] == "code"
+        "pass_rule": pass_rule_text(judged_runs, settings.target_success) + chain_rule if judged["kind"] == "code"
         else training_pass_rule_text(settings.target_success, result.get("rate_source") == CHAIN_STARTS),
-        "meets_target": meets_target(result, settings.target_success), "judged_count": count,
+        "meets_target": round_passes(result, settings.target_success, whole_chain), "judged_count": count,
+        "chain_count": (int(result.get("successes") or 0), episodes) if whole_chain and episodes else None,
         "same_seeds": _rates_on_the_same_seeds(current.get("results", []), result),
         "verdict_rules": verdict_rules(settings, inner, outer, judged["kind"],
                                        state.get("task") in TASKS and TASKS[state["task"]].is_score),
@@ -188,15 +202,17 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
     try:
         critique: Critique = model.structured("critic", messages_for("critic", context), Critique, context)
     except ModelOutputError as exc:  # the graph decides from the numbers alone
-        rate = judged_rate(result)
+        rate = judged_rate(round_best(result))
         critique = Critique(sub_action=judged["name"], success_rate=min(max(rate, 0.0), 1.0),
-                            verdict="pass" if meets_target(result, settings.target_success) else "fail",
+                            verdict="pass" if round_passes(round_best(result), settings.target_success, whole_chain)
+                            else "fail",
                             feedback=f"(no valid critique from the model: {exc.last_error[:300]})")
     c = cast(CritiqueEntry, critique.model_dump())
-    if c["verdict"] == "pass" and judged_rate(result) < settings.skill_threshold:
+    kept_rate = judged_rate(round_best(result))  # the round's code, or it with the chain's helpers from before
+    if c["verdict"] == "pass" and kept_rate < settings.skill_threshold:
         # a skill that mostly fails would be built on by every later subtask: the numbers overrule the model
         c.update({"verdict": "revise", "move_to": None, "feedback": (
-            f"[graph] 'pass' refused: the measured rate {judged_rate(result):.0%} is below the skill threshold "
+            f"[graph] 'pass' refused: the measured rate {kept_rate:.0%} is below the skill threshold "
             f"{settings.skill_threshold:.0%}. {c['feedback']}")[:600]})
     update.update({
         "critiques": [{**c, "subtask": subtask, "kind": judged["kind"], "outer_iter": outer, "inner_iter": inner}],

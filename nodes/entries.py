@@ -71,6 +71,9 @@ class MeasuredResult(TypedDict, total=False):
     seeds: list[int | None]
     per_seed: list[dict[str, Any]]     # seed, success, steps, failure, ended, death_cause, inventory_after
     head_test: bool                    # a building block of a policy's head, tested before training (never kept)
+    # the same seeds with the chain's helpers before this subtask's rewrite (nodes.attempt.rounds.record_round):
+    # a result of its own, with `ranks_above` and `helpers` (name -> whose version it played)
+    helpers_before: dict[str, Any]
     # -- a training (nodes.attempt.results.summarise_training) --
     curve_start: float | None          # first and last point of the learning curve
     curve_end: float | None

@@ -36,12 +36,14 @@ from envs.tasks import TASKS
 from nodes.attempt.results import (
     CODE_TOOL,
     CONFIGURE_TOOL,
+    HELPERS_BEFORE,
     TRAIN_TOOL,
     code_rate_floor,
     judged_rate,
     last_tool_calls,
     last_tool_round,
     pass_rule_text,
+    plays_helpers_before,
     report_of,
 )
 from nodes.attempt.rounds import (
@@ -70,6 +72,7 @@ from nodes.models.base import ModelOutputError
 from nodes.schemas import MAX_CODE_CHARS, TrainPolicy, configure_rl_answer, write_code_answer
 from nodes.settings import RunSettings
 from nodes.skills.pool import (
+    CHAIN_HELPERS,
     Pool,
     action_head_sources,
     definitions,
@@ -78,6 +81,7 @@ from nodes.skills.pool import (
     missing_problem,
     prefix_action,
     relocate_lines,
+    restored,
     revised,
     size_problem,
     test_program,
@@ -103,10 +107,11 @@ TESTED_REPORT_CHARS = 700  # a head entry's test report, shown with the training
 # a repair of a program longer than this shows no stay_alive example: with its code and its report the call
 # would pass 8,000 tokens (eat_plant's repair measured 8,414 with it)
 REPAIR_WITH_SURVIVAL_CHARS = 2500
-# a first write of these kinds shows no stay_alive example either: a place or make action takes a few steps beside
-# what it needs, and no report has shown a death yet (a repair after one gets it; crafter_score's place_stone
-# measured 8,145 tokens with it)
-SHORT_KINDS = ("place", "make")
+# a first write of these kinds shows no stay_alive example either (the library lists its docstring): a place or
+# make action takes a few steps beside what it needs, and no report has shown a death yet (a repair after one gets
+# it; crafter_score's place_stone measured 8,145 tokens with it); a plant's own example is the longest (3,592
+# characters) and calls stay_alive where it waits (crafter_score's eat_plant measured 8,048 tokens with both)
+NO_SURVIVAL_EXAMPLE_KINDS = ("place", "make", "plant")
 HEAD_BUILTINS = ("explore",)  # the built-in a policy may always call (listed in the library as built-in)
 GRAPH_PPO_WORKERS = 2  # worker processes of a graph training ('actors'): fixed, so runs replay on any machine
 # a graph training's policy decides again after this many steps of a coded call, which goes on if chosen again
@@ -260,8 +265,42 @@ def reused_skills(decomposition: DecompositionEntry, lib: SubtaskCode) -> list[s
             if a["name"] in lib.skill_entries and a["name"] not in lib.versions]
 
 
-def _call(name: str, args: dict) -> dict:
-    return {"name": name, "args": args, "id": f"call_{uuid.uuid4().hex[:12]}", "type": "tool_call"}
+def _call(name: str, args: dict, prefix: str = "call_") -> dict:
+    return {"name": name, "args": args, "id": f"{prefix}{uuid.uuid4().hex[:12]}", "type": "tool_call"}
+
+
+def chain_helpers_before(state: Mapping[str, Any], pool: Pool) -> tuple[dict[str, str], Pool]:
+    """The chain's helpers (stay_alive, explore, collect_food, collect_drink) that this subtask's code in `pool`
+    writes anew, each with whose version stood before it (the built-in, or one an earlier skill wrote), and
+    `pool` with those versions back. What runs between every skill of held-out play is too easily made worse
+    to take on the rewrite's own figures (answerers' rewrites of stay_alive lost most of their held-out runs):
+    a round that rewrites one also plays its seeds with the one before (nodes.attempt.rounds.record_round)."""
+    before = solved_pool(state)
+    helpers: dict[str, str] = {}
+    for name in CHAIN_HELPERS:
+        if ((pool.origin.get(name) or {}).get("this_subtask") and name in before
+                and pool.sources[name].strip() != before.sources[name].strip()):
+            was = before.origin.get(name) or {}
+            helpers[name] = ("the built-in" if was.get("kind") == "built-in"
+                             else f"written for {was.get('subtask') or 'an earlier skill'}")
+    return helpers, restored(pool, helpers, before)
+
+
+def helpers_before_text(result: Mapping[str, Any] | None) -> str:
+    """A round's code played with the chain's helpers before this subtask's rewrite, as a report says it: its
+    figures on the same seeds and which of the two a verdict keeps (empty when the round rewrote none)."""
+    before = (result or {}).get("helpers_before")
+    if not before:
+        return ""
+    helpers = before.get("helpers") or {}
+    which = ", ".join(f"`{name}` ({whose})" for name, whose in helpers.items())
+    figures = f"{before.get('successes', 0)} of {before.get('episodes', 0)} succeeded"
+    if before.get("prerequisites"):
+        figures += f", {before.get('started', 0)} reached your action"
+    kept = ("that ranks above yours: a pass or fail keeps your code with the earlier one unless a later round "
+            "ranks higher (your next revision is tested with yours again)" if before.get("ranks_above")
+            else "yours ranks at least as high and is the one kept")
+    return f"the same seeds with the earlier {which} in place of yours: {figures}; {kept}"
 
 
 def report_text(state: Mapping[str, Any], settings: RunSettings) -> str:
@@ -271,14 +310,16 @@ def report_text(state: Mapping[str, Any], settings: RunSettings) -> str:
     from tools.run_code import summarise_reports_for_agent  # heavy (the sandbox): only with a code round
 
     messages = state.get("messages") or []
-    reports: list[Any] = [report_of(m) for m in last_tool_round(messages) if m.name == CODE_TOOL]
+    reports: list[Any] = [report_of(m) for m in last_tool_round(messages)
+                          if m.name == CODE_TOOL and not plays_helpers_before(m)]
     if not reports:
         return ""
     text = summarise_reports_for_agent(reports, max_chars=REPORT_CHARS,
                                        prerequisites=prerequisite_achievements(state),
                                        judged=judged_functions(state["decomposition"], replaced_names(state)),
                                        last_round=_round_before(state),
-                                       survival=survival_origin(SubtaskCode(state, settings).pool))
+                                       survival=survival_origin(SubtaskCode(state, settings).pool),
+                                       compared=helpers_before_text(state.get("last_result")))
     program = next((c["args"].get("code", "") for c in last_tool_calls(messages) if c["name"] == CODE_TOOL), "")
     own = (state.get("last_attempt") or {}).get("code") or ""
     return relocate_lines(text, program, own) if program else text
@@ -350,7 +391,10 @@ def _last_round_steps(state: Mapping[str, Any], subtask: str, name: str) -> int 
     """The env steps of the latest code-test round of this sub-action; None before its first."""
     rounds = [r for r in state.get("results") or [] if r.get("kind") == "code" and r.get("subtask") == subtask
               and r.get("sub_action") == name and r.get("episodes")]
-    return int(rounds[-1].get("steps") or 0) if rounds else None
+    if not rounds:
+        return None
+    # with the same seeds played with the chain's helpers from before a rewrite, where the round had those
+    return int(rounds[-1].get("steps") or 0) + int((rounds[-1].get("helpers_before") or {}).get("steps") or 0)
 
 
 def in_run_names(examples: dict[str, str], state: Mapping[str, Any], pool: Pool) -> dict[str, str]:
@@ -390,7 +434,7 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCo
         "examples": in_run_names(examples_for(sub_action.get("template"), chain_survival=bool(lib.prefix) and (
             lib.pool.origin.get("stay_alive", {}).get("kind") == "built-in") and (
             len(last_attempt.get("code") or "") <= REPAIR_WITH_SURVIVAL_CHARS if repair
-            else sub_action.get("template") not in SHORT_KINDS), repair=repair), state, lib.pool),
+            else sub_action.get("template") not in NO_SURVIVAL_EXAMPLE_KINDS), repair=repair), state, lib.pool),
         "last_attempt": state.get("last_attempt"), "feedback": (state.get("feedback") or {}).get("feedback"),
         "previous_attempt": _previous_attempt(state, mode, sub_action, lib),
         "limits": {"test_seeds": n_seeds, "max_steps_per_test": lib.max_steps, "budget_left": left,
@@ -402,6 +446,13 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCo
         # for the expert (not rendered): the library's sources and the skills' entries
         "sources": dict(lib.pool.sources), "prefix": list(lib.prefix),
     }
+    if mode == "code" and not learned(decomposition["sub_actions"]):
+        skipped = set(state.get("skipped_code") or [])
+        pending = [a["name"] for a in pending_code(decomposition, lib) if a["name"] not in skipped]
+        kept = [a["name"] for a in coded(decomposition["sub_actions"])
+                if a["name"] not in pending and a["name"] in lib.versions]
+        if pending == [sub_action["name"]] and kept:
+            context["kept_pieces"] = kept
     used = _last_round_steps(state, subtask, sub_action["name"])
     if used is not None:  # what a round really cost, beside its worst case: most episodes end well before their limit
         context["limits"]["last_round_steps"] = used
@@ -650,16 +701,23 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
     revision = int(state.get("inner_iter", 0)) + (1 if last.get("report") is not None and last else 0)
     seeds = code_test_seeds(settings, state)
     pool = lib.with_code(code)
+    helpers: dict[str, str] = {}
+    program_before = ""
     if defined:
         actions = [name for name in tested_actions(state["decomposition"], lib.replaced) if name in pool]
         program, action = test_program(pool, lib.prefix, actions or [target["name"]], max_steps)
+        if not trains:  # the judged action's test: a rewrite of a chain helper is set against the one before
+            helpers, before = chain_helpers_before(state, pool)
+            program_before = test_program(before, lib.prefix, actions or [target["name"]], max_steps)[0]
     else:  # the sandbox says what is wrong with it (a syntax error, a missing function); one seed tells
         program, action, seeds = with_library(lib.pool, code), target["name"], seeds[:1]
     # the same program on the same seeds is the same test: it would only spend the budget, and the critic judges
     # it. The program, not the answer, is compared: a building block rewritten since changes what a test plays.
     tested_as = program_identity(program)
-    if last.get("sub_action") == target["name"] and last.get("max_steps") == max_steps and (
-            last.get("program") == tested_as or ("program" not in last and last.get("code") == code)):
+    # whichever sub-action the answer was for: an answerer's resend of the judged action after the last piece's
+    # test (of the same program) was tested again, and charged
+    if last.get("max_steps") == max_steps and (last.get("program") == tested_as or (
+            "program" not in last and last.get("sub_action") == target["name"] and last.get("code") == code)):
         return to_critic(update, "the fast agent resubmitted unchanged code")
     too_big = (size_problem(pool if defined else lib.pool, program, [target["name"]], MAX_SOURCE_CHARS)
                or missing_problem(program))
@@ -672,12 +730,15 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
         return Command(goto="fast", update=update)
     base = {"code": program, "task": subtask, "max_steps": max_steps, **({"action": action} if action else {})}
     calls = [_call(CODE_TOOL, {**base, "seed": int(seed)}) for seed in seeds]
+    if helpers:  # after the round's own tests: a budget too short for both drops these first
+        calls += [_call(CODE_TOOL, {**base, "code": program_before, "seed": int(seed)}, prefix=HELPERS_BEFORE)
+                  for seed in seeds]
     repaired = revision - int(state.get("inner_iter", 0))
     update = {**update, "code_versions": version, "inner_iter": revision,
               "total_inner_iters": int(state.get("total_inner_iters", 0)) + repaired,
               "attempt": int(state.get("attempt", 0)) + (0 if last else 1),
               "last_attempt": {"sub_action": target["name"], "code": code, "max_steps": max_steps, "report": None,
-                               "program": tested_as}}
+                               "program": tested_as, **({"helpers_before": helpers} if helpers else {})}}
     return _dispatch(state, update, calls, answer)
 
 

@@ -24,7 +24,7 @@ from typing import Any, Literal
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from nodes.attempt.results import CODE_TOOL, TRAIN_TOOL, last_tool_round, round_passes
+from nodes.attempt.results import CODE_TOOL, TRAIN_TOOL, last_tool_round, round_best, round_passes
 from nodes.attempt.rounds import ends_the_chain, measure_event, record_round
 from nodes.context import RunContext, context_of
 from nodes.entries import learned
@@ -56,7 +56,10 @@ def measure(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Litera
         **(state.get("last_attempt") or {}), "report": report_text(current, settings),
         "result": {k: measured.get(k) for k in ("success_rate", "success_given_start", "started", "episodes",
                                                 "prerequisites", "outcomes", "per_seed")}}
-    passed = bool(measured) and round_passes(measured, settings.target_success, ends_the_chain(state, settings.task))
+    # the round passes on the attempt a verdict would keep: with the chain's helpers before a rewrite, where
+    # those ranked higher on the same seeds
+    passed = bool(measured) and round_passes(round_best(measured), settings.target_success,
+                                             ends_the_chain(state, settings.task))
     if passed or int(state.get("inner_iter", 0)) >= settings.max_inner_iters:
         return Command(goto="critic", update=update)
     update["events"] = [measure_event(measured, "repair")]

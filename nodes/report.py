@@ -77,8 +77,10 @@ def _sub_action_history(state: Mapping[str, Any], subtask: str) -> list[dict[str
             e["history"].append(kind)
         e["kind"] = kind or e["kind"]
         e["attempts"] += 1
-        e["env_steps"] += int(r.get("steps", r.get("env_steps", 0)) or 0)
-        rate = rate_of(r)
+        # a round that rewrote a chain helper also played its seeds with the earlier one (nodes.attempt.rounds)
+        before = r.get("helpers_before") or {}
+        e["env_steps"] += int(r.get("steps", r.get("env_steps", 0)) or 0) + int(before.get("steps") or 0)
+        rate = rate_of(before) if before.get("ranks_above") else rate_of(r)
         if rate is not None and (e["best_success_rate"] is None or rate > e["best_success_rate"]):
             e["best_success_rate"] = rate
     for ev in state.get("events") or []:

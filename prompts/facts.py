@@ -179,6 +179,9 @@ class FastFacts(TypedDict):
     sub_action: SubActionEntry           # the one to write or train now
     decomposition: DecompositionEntry
     reused: NotRequired[list[str]]       # its coded sub-actions that are earlier skills, reused as they are
+    # the other coded sub-actions whose code from before stays, when this answer is the last one to write (its
+    # test, of the whole decomposition, runs on it)
+    kept_pieces: NotRequired[list[str]]
     library: list[dict[str, Any]]        # nodes.skills.pool.listing
     examples: dict[str, str]             # few-shot example name -> source
     last_attempt: LastAttempt | None
@@ -221,5 +224,6 @@ class CriticFacts(TypedDict):
     pass_rule: str
     meets_target: bool
     judged_count: tuple[int, int] | None  # (successes, runs) behind a code test's judged rate
+    chain_count: NotRequired[tuple[int, int] | None]  # the plan's last subtask: (successes, runs) over every run
     same_seeds: list[float]              # the judged rates of earlier code attempts of it on these test seeds
     verdict_rules: str

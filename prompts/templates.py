@@ -174,7 +174,9 @@ def _render_slow(c: SlowFacts) -> str:
         _section("Latest critique", c.get("critique")),
         _section("Best measured attempt so far", c.get("best")),
         _section("Built-in coded actions (list one, or an earlier skill's helper, only to write it anew; yours "
-                 "replaces it in this subtask's tests and, once kept, in later subtasks)",
+                 "replaces it in this subtask's tests and, once kept, in later subtasks; a new stay_alive, "
+                 "explore, collect_food or collect_drink is tested beside the earlier one on the same seeds, at "
+                 "twice the steps, and kept only where it ranks at least as high)",
                  ", ".join(name + (f" (written anew for {rewritten[name]})" if name in rewritten else "")
                            for name in BUILTIN_ACTIONS)),
         _section("Moved to rl by the graph", forced and (
@@ -316,6 +318,10 @@ def _render_fast(c: FastFacts) -> str:
     listed = any(a.get("name") == name for a in (c.get("decomposition") or {}).get("sub_actions", []))
     if not listed:  # else its line above, marked "this one now", carries the reason and the hints
         job += f" Why it is {mode}: {action.get('reason', '-')}" + (f"\nSlow agent's hints: {todo}" if todo else "")
+    kept = c.get("kept_pieces") or []
+    if kept:  # an answerer expected to be asked for those next, and its test ran on this answer alone
+        job += (f" The other pieces keep their code from before ({', '.join(f'`{k}`' for k in kept)}; send one "
+                "again in this answer only to change it): the test of the whole decomposition runs on this answer.")
     attempt_title, attempt = _last_attempt(c.get("last_attempt"), mode)
     previous = c.get("previous_attempt")
     if not attempt and previous:
@@ -434,6 +440,9 @@ def _target_verdict(c: CriticFacts) -> str:
     count = c.get("judged_count")
     text = f"This attempt {verdict} the target" + (
         f" by the pass rule: {count[0]} of {count[1]} judged runs succeeded." if count else ".")
+    chain = c.get("chain_count")
+    if chain:  # the plan's last subtask is judged over every run of the chain as well
+        text += f" Over all {chain[1]} test runs of the chain, {chain[0]} succeeded."
     runs = int((c.get("result") or {}).get("episodes") or 0)
     if count and 2 * count[1] < runs:  # a rate over a few runs: the chain before the action is what failed
         text += (f" Only {count[1]} of {runs} test runs reached the action, so this says little about it; the "

@@ -186,3 +186,82 @@ def test_an_earlier_skill_the_plan_names_is_said_to_play_as_it_is():
     human = str(messages_for("fast", context)[-1].content)
     assert "- collect_wood (code): rewrite it to avoid zombies  <- an earlier skill, reused as it is" in human
     assert "- collect_coal (code): mine coal  <- this one now" in human
+
+
+def test_the_last_piece_to_write_is_said_to_start_the_test_and_a_resend_of_the_same_program_is_not_tested(tmp_path):
+    """An answerer re-planned stay_alive beside a diamond action whose plan (and code) stayed: writing stay_alive
+    was the last piece, so its test ran on that answer, which nothing had said. The call now says so and names
+    the pieces that keep their code. Sending the other piece again unchanged plays the same program: the
+    critic judges it untested, whichever sub-action the last answer was for (it was tested, and charged)."""
+    from nodes.attempt.rounds import plan_of
+    from nodes.fast import SubtaskCode, _write_code, fast_context
+    from prompts.templates import messages_for
+
+    stay = SubAction(name="stay_alive", kind="code", reason="survive the night").model_dump()
+    mine = SubAction(name="collect_coal", kind="code", reason="dig to coal").model_dump()
+    action = "def collect_coal(game):\n    yield from stay_alive(game)\n    yield 'do'\n"
+    state: dict = {"plan": [{"name": "collect_coal", "goal": "g", "success_condition": "c"}], "subtask_index": 0,
+                   "skills": {}, "outer_iter": 1, "last_attempt": None, "messages": [], "budget_steps": 100_000,
+                   "decomposition": {"subtask": "collect_coal", "reason": "", "sub_actions": [stay, mine]},
+                   "code_versions": [{"subtask": "collect_coal", "sub_action": "collect_coal", "version": 1,
+                                      "source": action, "plan": plan_of(mine), "outer_iter": 0}]}
+    settings = RunSettings(out_dir=tmp_path, task="collect_coal", test_max_steps=50)
+    lib = SubtaskCode(state, settings)
+    context = fast_context(state, settings, lib, "code", stay, [])
+    assert context.get("kept_pieces") == ["collect_coal"]
+    human = messages_for("fast", context)[-1].content
+    assert ("The other pieces keep their code from before (`collect_coal`; send one again in this answer only to "
+            "change it): the test of the whole decomposition runs on this answer.") in human
+    command = _write_code(state, {}, settings, lib, stay, {"code": "def stay_alive(game):\n    yield 'noop'\n",
+                                                           "max_steps": None}, [stay], AIMessage(content=""))
+    assert command.goto == "tools" and command.update["messages"][0].tool_calls  # tested on this answer
+    state = {**state, "code_versions": [*state["code_versions"], *command.update["code_versions"]],
+             "last_attempt": {**command.update["last_attempt"], "report": "a report"}}
+    lib = SubtaskCode(state, settings)
+    assert "kept_pieces" not in fast_context(state, settings, lib, "code", mine, [])  # a repair: nothing pending
+    again = _write_code(state, {}, settings, lib, mine, {"code": action, "max_steps": None}, [],
+                        AIMessage(content=""))
+    assert again.goto == "critic" and "unchanged" in again.update["fast_error"]
+
+
+def test_the_critic_of_the_plans_last_subtask_judges_every_run_of_the_chain_too(tmp_path):
+    """1 of 1 runs that reached the diamond action succeeded, 1 of 8 runs in all: for the plan's last
+    subtask, whose chain held-out play runs, that does not meet the target, as the fast agent was told."""
+    from nodes.attempt.results import summarise_code_runs
+    from nodes.critic import critic
+
+    prefix = ["collect_wood"]
+    runs = [{"seed": i, "task_success": i == 0, "ended": "success" if i == 0 else "died", "steps": 40,
+             "achievements_before": [], "achievements_unlocked": ["collect_wood"] if i == 0 else [],
+             "trace": "step 1: do"} for i in range(8)]
+    result = {**summarise_code_runs(runs, prefix, ["collect_coal"]), "subtask": "collect_coal",
+              "sub_action": "collect_coal", "outer_iter": 0, "inner_iter": 3}
+    assert (result["started"], result["successes"], result["episodes"]) == (1, 1, 8)
+    wood = {"name": "collect_wood", "kind": "code", "entry": "collect_wood", "passing": True, "success_rate": 1.0,
+            "episodes": 8, "sources": ["def collect_wood(game):\n    yield 'do'\n"]}
+    ai = AIMessage(content="", tool_calls=[{"name": "run_code_in_env", "args": {}, "id": "c1"}], id="r1")
+    from langchain_core.messages import ToolMessage
+    state = {"task": "collect_coal", "plan": [{"name": "collect_wood"}, {"name": "collect_coal"}],
+             "subtask_index": 1, "skills": {"collect_wood": wood}, "results": [result], "best": {},
+             "decomposition": {"subtask": "collect_coal", "reason": "", "sub_actions": [_code("collect_coal")]},
+             "messages": [ai, ToolMessage(content="{}", name="run_code_in_env", tool_call_id="c1")],
+             "counted_round": "r1", "last_result": result, "inner_iter": 3, "outer_iter": 0,
+             "last_attempt": {"code": "def collect_coal(game):\n    yield 'do'\n", "report": "a report"}}
+    seen = {}
+
+    class Critic:
+        name = "scripted critic"
+
+        def structured(self, role, messages, schema, context=None):
+            seen.update(context or {}, text=messages[-1].content)
+            return schema(sub_action="collect_coal", verdict="fail", success_rate=0.125, feedback="the chain dies")
+
+    class Runtime:
+        context = run_context(RunSettings(out_dir=tmp_path, task="collect_coal"), Critic())
+
+    critic(state, Runtime())
+    assert seen["meets_target"] is False and seen["chain_count"] == (1, 8)
+    assert ("held-out play is this chain, so the attempt meets the target only when 7 or more of all 8 test runs "
+            "succeed as well") in seen["text"]
+    assert "This attempt does not meet the target by the pass rule: 1 of 1 judged runs succeeded. Over all 8 " \
+           "test runs of the chain, 1 succeeded." in seen["text"]

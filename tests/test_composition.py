@@ -487,3 +487,86 @@ def test_a_code_test_calls_the_judged_action_again_while_its_achievement_is_lock
     assert test_of([], ["warm_up", "collect_sapling"]) == ("out_of_steps", 120)  # two sub-actions: a chain too
     assert test_of(["warm_up"], ["take_sapling"]) == ("action_returned", 2)  # not an achievement: once
     assert test_of([], ["collect_sapling"]) == ("action_returned", 1)  # one action alone: once
+
+
+def test_a_rewritten_stay_alive_is_kept_only_where_it_plays_at_least_as_well_as_the_one_before(tmp_path):
+    """A round whose code writes stay_alive anew also plays its seeds with the stay_alive that stood before (the
+    built-in here). Where that ranks higher, the attempt kept is the round's code without the rewrite: a skill
+    made of it plays the built-in, in later tests and in held-out play. Where the rewrite does as well, it is
+    kept. The report says which, and the round is judged on the attempt kept. A code that rewrites no chain
+    helper is tested once, as before."""
+    import json
+
+    from langchain_core.messages import ToolMessage
+
+    from nodes.attempt.results import HELPERS_BEFORE, round_best, round_passes
+    from nodes.attempt.rounds import record_round
+    from nodes.fast import _last_round_steps, _write_code, report_text
+    from nodes.state import with_update
+    from prompts.fewshot import builtin_source
+    from tools.run_code import run_code
+
+    wood = {"name": "collect_wood", "kind": "code", "entry": "collect_wood", "passing": True, "success_rate": 1.0,
+            "episodes": 8, "sources": ["@coded_action(max_steps=5)\ndef collect_wood(game):\n    yield 'do'\n"]}
+    rewrite = "def stay_alive(game):\n    \"\"\"rewritten\"\"\"\n    yield 'noop'\n"
+    action = "@coded_action(max_steps=5)\ndef collect_coal(game):\n    yield from stay_alive(game)\n    yield 'do'\n"
+    target = {"name": "collect_coal", "kind": "code"}
+    settings = RunSettings(out_dir=tmp_path, test_max_steps=60)
+    state: dict = {"plan": [{"name": "collect_wood"}, {"name": "collect_coal"}], "subtask_index": 1,
+                   "skills": {"collect_wood": wood}, "decomposition": {"sub_actions": [target]},
+                   "code_versions": [], "messages": [], "results": [], "budget_steps": 100_000}
+
+    def write(code: str):
+        lib = SubtaskCode(state, settings)
+        command = _write_code(state, {}, settings, lib, target, {"code": code, "max_steps": None}, [target],
+                              AIMessage(content="", id=f"answer{len(state['messages'])}"))
+        return command, command.update["messages"][0].tool_calls
+
+    _, calls = write(action)  # the built-in stay_alive: nothing to set it against
+    assert len(calls) == settings.code_test_episodes and not any(c["id"].startswith(HELPERS_BEFORE) for c in calls)
+
+    command, calls = write(rewrite + "\n\n" + action)
+    own = [c for c in calls if not c["id"].startswith(HELPERS_BEFORE)]
+    before = [c for c in calls if c["id"].startswith(HELPERS_BEFORE)]
+    assert len(own) == len(before) == settings.code_test_episodes
+    assert [c["args"]["seed"] for c in own] == [c["args"]["seed"] for c in before]
+    assert '"""rewritten"""' in own[0]["args"]["code"] and '"""rewritten"""' not in before[0]["args"]["code"]
+    builtin = code_pool.definitions(builtin_source("stay_alive"))["stay_alive"]
+    assert code_pool.definitions(before[0]["args"]["code"])["stay_alive"].strip() == builtin.strip()
+    report = run_code(before[0]["args"]["code"], task="collect_coal", seed=3, max_steps=60,
+                      action=before[0]["args"].get("action"))
+    assert report.error is None and report.steps > 0  # the program set beside it loads and plays
+    state = {**state, "code_versions": command.update["code_versions"],
+             "last_attempt": command.update["last_attempt"]}
+
+    def measured(own_wins: int, before_wins: int) -> tuple[dict, str]:
+        ai = AIMessage(content="", tool_calls=calls, id=f"round{own_wins}{before_wins}")
+        wins = {c["id"]: i < (own_wins if c in own else before_wins)
+                for group in (own, before) for i, c in enumerate(group)}
+        messages = [ai, *[ToolMessage(content=json.dumps(
+            {"seed": c["args"]["seed"], "ended": "success" if wins[c["id"]] else "died", "steps": 50,
+             "task_success": wins[c["id"]], "death_cause": None if wins[c["id"]] else "zombie",
+             "achievements_before": [], "achievements_unlocked": ["collect_wood"], "trace": "step 1: do"}),
+            name="run_code_in_env", tool_call_id=c["id"]) for c in calls]]
+        current = {**state, "messages": messages, "best": {}}
+        update, result = record_round(current)
+        current = with_update(current, update)
+        assert result is not None and update["env_steps_spent"] == 50 * len(calls)  # both count toward the budget
+        assert _last_round_steps(current, "collect_coal", "collect_coal") == 50 * len(calls)  # and what it says
+        return current, report_text(current, settings)
+
+    current, text = measured(own_wins=2, before_wins=7)
+    kept = current["best"]["collect_coal"]
+    assert kept["success_rate"] == 7 / 8 and kept["helpers"] == {"stay_alive": "the built-in"}
+    assert round_passes(round_best(current["last_result"]), settings.target_success)
+    assert not any("def stay_alive" in source for source in kept["sources"])
+    skill = skill_from_attempt("collect_coal", kept, 0.5)
+    held_out = code_pool.pool_of([("collect_wood", wood), ("collect_coal", skill)])
+    assert held_out.sources["stay_alive"].strip() == builtin.strip()  # later tests and held-out play: the built-in
+    assert "2 success" in text and ("the same seeds with the earlier `stay_alive` (the built-in) in place of yours: "
+                                    "7 of 8 succeeded, 8 reached your action; that ranks above yours") in text, text
+
+    current, text = measured(own_wins=5, before_wins=5)
+    kept = current["best"]["collect_coal"]
+    assert kept["success_rate"] == 5 / 8 and any("rewritten" in source for source in kept["sources"])
+    assert "yours ranks at least as high and is the one kept" in text

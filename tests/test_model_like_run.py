@@ -1,6 +1,7 @@
 """'obtain diamond' to a held-out evaluation, driven through `--model file:DIR` by a scripted answerer that
 writes the way a capable model does: module-level constants and a helper of the same name in every skill,
-skills that call earlier skills, a move to RL the critic chooses, and a failed training after which the
+skills that call earlier skills, a rewrite of stay_alive that plays worse than the built-in on the same seeds
+(the skill kept goes without it), a move to RL the critic chooses, and a failed training after which the
 best attempt is kept and the run goes on."""
 
 from __future__ import annotations
@@ -17,10 +18,16 @@ from graph import run
 from nodes.models.expert import write_source
 from nodes.recipes import template_for
 from nodes.skills.library import SkillLibrary
+from nodes.skills.pool import without_definitions
 
 CHAIN = ["collect_wood", "place_table", "make_wood_pickaxe", "collect_stone", "make_stone_pickaxe",
          "collect_coal", "collect_iron", "place_furnace", "make_iron_pickaxe", "collect_diamond"]
 MOVED = "collect_coal"  # the critic moves this one to RL, then fails the training: the best attempt is kept
+# this one's answer also writes stay_alive anew, and breaks it: set against the built-in on the same seeds, the
+# rewrite loses, and the skill kept is the answer without it
+SURVIVAL_REWRITTEN = "collect_iron"
+BROKEN_SURVIVAL = ("def stay_alive(game):\n    \"\"\"a survival routine that breaks\"\"\"\n"
+                   "    raise RuntimeError('broken survival')\n    yield 'noop'\n\n\n")
 
 
 def written(name: str) -> str:
@@ -31,7 +38,8 @@ def written(name: str) -> str:
     previous = CHAIN[CHAIN.index(name) - 1] if CHAIN.index(name) else None
     calls = f"    if game.inventory['health'] < 0:\n        yield from {previous}(game)\n" if previous else ""
     code = re.sub(r'(def \w+\(game\):\n    """[^\n]*"""\n)', r"\1    yield from helper(game)\n", code, count=1)
-    return (f"import heapq\nSTEPS = {{'left': (-1, 0), 'right': (1, 0)}}\nORDER = ('left', 'right')\n\n\n"
+    survival = BROKEN_SURVIVAL if name == SURVIVAL_REWRITTEN else ""
+    return (f"import heapq\nSTEPS = {{'left': (-1, 0), 'right': (1, 0)}}\nORDER = ('left', 'right')\n\n\n{survival}"
             f"def helper(game):\n    \"\"\"helper written for {name}\"\"\"\n{calls}"
             f"    heapq.heapify([STEPS[k][0] for k in ORDER])\n    return\n    yield 'noop'\n\n\n{code}")
 
@@ -121,11 +129,16 @@ def test_a_model_like_answerer_takes_obtain_diamond_to_a_held_out_evaluation(tmp
     saved = [s for s in skills if s.get("path")]
     assert len(saved) >= 8, skills
     for skill in saved:
-        if skill["subtask"] != MOVED or skill["kind"] == "code":
+        if skill["subtask"] == SURVIVAL_REWRITTEN:  # the rewrite lost to the built-in: kept without it
+            assert library.get(skill["name"]).sources == [without_definitions(written(SURVIVAL_REWRITTEN),
+                                                                              ["stay_alive"])]
+        elif skill["subtask"] != MOVED or skill["kind"] == "code":
             assert library.get(skill["name"]).sources == [written(skill["subtask"])], skill["subtask"]
     # no request was ever refused for size, and every answer was usable
     texts = [m["content"] for r in seen["requests"] for m in r["messages"]]
     assert not any("characters long" in t for t in texts)
+    assert any("the same seeds with the earlier `stay_alive` (the built-in) in place of yours" in t
+               and "that ranks above yours" in t for t in texts)
     rejected = [t[-600:] for t in texts if "Your answer was not valid" in t]
     assert not rejected, rejected
     # the critic's move stood; its failed training kept the best attempt (the code) and the run went on

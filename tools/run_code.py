@@ -564,7 +564,8 @@ BUILTIN_SURVIVAL = "the built-in `stay_alive`: one you write replaces it, here t
 
 def summarise_reports_for_agent(reports: list[CodeRunReport | dict], max_chars: int = 2500,
                                 prerequisites: Sequence[str] = (), judged: Sequence[str] = (),
-                                last_round: Sequence[Mapping[str, Any]] = (), survival: str = "") -> str:
+                                last_round: Sequence[Mapping[str, Any]] = (), survival: str = "",
+                                compared: str = "") -> str:
     """One round of code tests on several seeds as the text an agent repairs its code from: a line per seed
     (how it ended, steps, the death's cause or the error's first line, achievements gained), then the detail
     of the most informative failure (an error, else a death, else the run that got furthest): the error with
@@ -572,7 +573,8 @@ def summarise_reports_for_agent(reports: list[CodeRunReport | dict], max_chars: 
     reach the action under test (tools.trace.reached_action). `last_round`: the previous round's per-seed
     endings of the same action (nodes.attempt.results.summarise_code_runs' `per_seed`), to mark the seeds
     that ended exactly as then. `survival`: whose `stay_alive` the chain called between skills and what the
-    model can do about it (BUILTIN_SURVIVAL when empty), said where runs died before the action. At most
+    model can do about it (BUILTIN_SURVIVAL when empty), said where runs died before the action. `compared`: a
+    line on the same seeds played otherwise (nodes.fast.helpers_before_text), after the round's figures. At most
     `max_chars` characters. Reports may be CodeRunReports or their `model_dump(mode="json")` dicts (as they
     come back from a checkpoint)."""
     if not isinstance(max_chars, int) or max_chars < MIN_SUMMARY_CHARS:
@@ -608,6 +610,8 @@ def summarise_reports_for_agent(reports: list[CodeRunReport | dict], max_chars: 
             # which one ran: an answerer that had rewritten it could not tell whether its version played
             lines.append(f"{early_deaths} died before it; between skills the chain called "
                          f"{survival or BUILTIN_SURVIVAL}")
+    if compared:
+        lines.append(compared)
     repeated = _repeated_endings(rows, last_round)
     if repeated:  # an answerer spent revisions on seeds its changes never reached
         lines.append(f"{len(repeated)} failing seeds (marked 'as last round') ended at the same step in the same "

@@ -25,6 +25,11 @@ CONFIGURE_TOOL = "configure_rl"
 TRAIN_TOOL = "train_ppo"
 MEASURING_TOOLS = (CODE_TOOL, TRAIN_TOOL)
 HARNESS_FAILURE = "harness"  # a tool run that failed on the harness's side: never counted against the code
+# The id prefix of a code test that plays the round's code with the chain's helpers (stay_alive, ...) as they
+# stood before this subtask rewrote them (nodes.fast.chain_helpers_before): the same seeds, set beside the
+# round's own tests, never counted in them. A rewrite of what runs between every skill is kept only where it
+# measures at least as high as what it replaces (nodes.attempt.rounds.record_round).
+HELPERS_BEFORE = "helpers-before-"
 
 
 def report_of(message: ToolMessage) -> dict:
@@ -62,6 +67,11 @@ def last_tool_calls(messages: Sequence[BaseMessage]) -> list[ToolCall]:
         if isinstance(m, AIMessage):
             return list(m.tool_calls or [])
     return []
+
+
+def plays_helpers_before(message: BaseMessage) -> bool:
+    """Whether a tool message answers a test of the round's code with the chain's helpers before this subtask's."""
+    return str(getattr(message, "tool_call_id", "") or "").startswith(HELPERS_BEFORE)
 
 
 def _outcome(report: dict) -> str:
@@ -263,13 +273,24 @@ def round_result(messages: Sequence[BaseMessage], prerequisites: Sequence[str] =
     """The measured result of the latest tool round, or None if it measured nothing.
     `prerequisites` and `judged`: what a code test must reach first (see summarise_code_runs)."""
     round_ = last_tool_round(messages)
-    code = [report_of(m) for m in round_ if m.name == CODE_TOOL]
+    code = [report_of(m) for m in round_ if m.name == CODE_TOOL and not plays_helpers_before(m)]
+    before = [report_of(m) for m in round_ if m.name == CODE_TOOL and plays_helpers_before(m)]
     train = [report_of(m) for m in round_ if m.name == TRAIN_TOOL]
     if train:
         return summarise_training(train[-1])
     if code:
-        return summarise_code_runs(code, prerequisites, judged)
+        result = summarise_code_runs(code, prerequisites, judged)
+        if before:
+            result["helpers_before"] = dict(summarise_code_runs(before, prerequisites, judged))
+        return result
     return None
+
+
+def round_best(result: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The attempt a round stands for: its own code, or that code with the chain's helpers before this
+    subtask's rewrite when those ranked higher on the same seeds (nodes.attempt.rounds.record_round)."""
+    before = result.get("helpers_before") or {}
+    return before if before.get("ranks_above") else result
 
 
 def steps_of(messages: Sequence[BaseMessage]) -> int:

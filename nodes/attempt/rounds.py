@@ -19,11 +19,12 @@ from nodes.attempt.results import (
     TRAIN_TOOL,
     judged_rate,
     last_tool_calls,
+    round_best,
     round_result,
     steps_of,
 )
 from nodes.entries import CodeVersion, DecompositionEntry, MeasuredResult, SubActionEntry, coded, learned
-from nodes.skills.pool import definitions, function_names
+from nodes.skills.pool import definitions, function_names, without_definitions
 from nodes.skills.records import prerequisite_achievements, prior_sources, replaced_names
 
 
@@ -161,6 +162,8 @@ def record_round(state: Mapping[str, Any]) -> tuple[dict[str, Any], MeasuredResu
     judged = judged_sub_action(state["decomposition"])
     result.update({"subtask": subtask, "sub_action": judged["name"], "outer_iter": state.get("outer_iter", 0),
                    "inner_iter": state.get("inner_iter", 0), **_artefacts(state, messages, result, judged)})
+    if result.get("helpers_before"):
+        result["helpers_before"] = _with_helpers_before(state, result)
     best = dict(state.get("best") or {})
     # by the plain rate, then the judged one (nodes.attempt.results.judged_rate); the later on a full tie: a
     # revision that does as well keeps what the agents added since (helpers they call). A code test while the
@@ -169,10 +172,25 @@ def record_round(state: Mapping[str, Any]) -> tuple[dict[str, Any], MeasuredResu
     head_test = result["kind"] == "code" and judged["kind"] == "rl"
     if head_test:
         result["head_test"] = True
-    if not head_test and (subtask not in best or at_least_as_good(result, best[subtask])):
-        best[subtask] = result
+    kept = round_best(result)
+    if not head_test and (subtask not in best or at_least_as_good(kept, best[subtask])):
+        best[subtask] = dict(kept)
     return {**update, "best": best, "results": [result], "last_result": result}, result
 
+
+
+def _with_helpers_before(state: Mapping[str, Any], result: MeasuredResult) -> dict[str, Any]:
+    """The round's code played with the chain's helpers as they stood before this subtask rewrote them, as an
+    attempt of its own: the round's artefacts less the rewritten definitions (a skill made of it plays the
+    helpers it had before, nodes.skills.pool.pool_of), its figures from the same seeds, and whether it ranks
+    above the round's own tests (on a tie the rewrite stands: the agents chose it)."""
+    helpers = dict((state.get("last_attempt") or {}).get("helpers_before") or {})
+    attempt: dict[str, Any] = {**result, **(result.get("helpers_before") or {}), "helpers": helpers}
+    attempt.pop("helpers_before", None)
+    attempt["sources"] = [kept for source in result.get("sources") or []
+                          if (kept := without_definitions(source, helpers)).strip()]
+    attempt["ranks_above"] = not at_least_as_good(result, attempt)
+    return attempt
 
 
 MEASURE_FIELDS = ("subtask", "sub_action", "kind", "success_rate", "episodes", "started", "success_given_start",

@@ -236,6 +236,25 @@ def builtin_pool() -> Pool:
     return pool
 
 
+def restored(pool: Pool, names: Iterable[str], before: Pool) -> Pool:
+    """A copy of `pool` whose definitions of `names` are `before`'s again (a helper `before` lacks stays as it is)."""
+    out = pool.copy()
+    for name in names:
+        if name in before:
+            out.add(before.sources[name], **before.origin.get(name, {}))
+    return out
+
+
+def without_definitions(program: str, names: Iterable[str]) -> str:
+    """`program` less its definitions of `names`: exactly `program` when it defines none of them."""
+    defined = definitions(program)
+    dropped = set(names) & set(defined)
+    if not dropped:
+        return program
+    kept = [source.rstrip() for key, source in defined.items() if key not in dropped]
+    return "\n\n\n".join(kept) + "\n" if kept else ""
+
+
 def pool_from(programs: Iterable[str], **origin: Any) -> Pool:
     """A pool of these programs' definitions, in order (a later definition replaces an earlier one)."""
     pool = Pool()
