@@ -864,3 +864,24 @@ def test_a_helpers_since_step_follows_the_calls_in_the_running_stack():
     progress._enter("main")
     progress.running = "main"
     assert progress.helper_since() == ""
+
+
+def test_a_seed_line_cut_for_room_keeps_where_the_player_died():
+    """Seven deaths before the action, each deep in the functions: a line cut for room kept '... at night (zombie)
+    before your action ...' and lost the place (an answerer's worst report gap). The place now comes by its
+    ends, the skill and the innermost two helpers, in every line."""
+    chain = ["collect_wood", "place_table", "make_wood_pickaxe", "collect_stone", "collect_coal", "collect_iron"]
+    rows = [{"seed": 900 + i, "ended": "died", "task_success": False, "steps": 400 + i, "death_cause": "zombie",
+             "daylight_at_end": 0.1, "achievements_before": [], "achievements_unlocked": chain[:4],
+             "running_at_end": ("main > collect_coal > mine_deep > dig_legs > walk_safe > stay_alive > keep_up > "
+                                "keep_fed > eat_safe > safe_walk"),
+             "inventory_after": {"health": 0, "food": 3, "drink": 6, "energy": 2, "wood": 4, "stone": 7},
+             "trace": "step 1: noop"} for i in range(7)]
+    text = summarise_reports_for_agent(rows, max_chars=2350, prerequisites=chain, judged=["collect_diamond"])
+    lines = [x for x in text.splitlines() if x.startswith("seed 9")]
+    assert len(lines) == 7
+    for line in lines:
+        assert "; in collect_coal > ... > eat_safe > safe_walk" in line, line
+    wide = summarise_reports_for_agent(rows[:1], max_chars=2350, prerequisites=chain, judged=["collect_diamond"])
+    assert "in collect_coal > mine_deep > dig_legs > walk_safe > stay_alive > keep_up > keep_fed > eat_safe > " \
+        "safe_walk" in wide  # with room, in full

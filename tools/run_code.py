@@ -623,11 +623,11 @@ def summarise_reports_for_agent(reports: list[CodeRunReport | dict], max_chars: 
     successes = [r for r in rows if r.get("task_success")]
     success_line = (f"success on {len(successes)} seeds: " + ", ".join(
         f"{r.get('seed')} at step {_success_at(r)}" for r in successes)) if successes else ""
-    failing = [_seed_line(r, prerequisites, reached[id(r)], r.get("seed") in repeated, judged)
-               for r in rows if not r.get("task_success")]
+    failing = [r for r in rows if not r.get("task_success")]
     room = budget - sum(len(x) + 1 for x in lines) - min(len(success_line) + 1, 200)
     share = max(MIN_SEED_LINE_CHARS, room // max(1, len(failing)))
-    lines += [_cut(line, share) for line in failing]
+    lines += [_fitted_seed_line(r, share, prerequisites, reached[id(r)], r.get("seed") in repeated, judged)
+              for r in failing]
     if success_line:
         lines.append(_cut(success_line, 200))
     head = "\n".join(lines)
@@ -696,10 +696,28 @@ def _repeated_endings(rows: list[dict], last_round: Sequence[Mapping[str, Any]])
     return out
 
 
+def _fitted_seed_line(report: dict, room: int, prerequisites: Sequence[str] = (), reached: bool = True,
+                      repeated: bool = False, judged: Sequence[str] = ()) -> str:
+    """A failing seed's line in `room` characters: where it does not fit, the functions it was in are cut to the
+    outermost and the two innermost first, so that a cut for room keeps where the player died (an answerer's
+    lines ended '... at night (zombie) before your action ...', the place cut off, for 4 of 7 deaths)."""
+    line = _seed_line(report, prerequisites, reached, repeated, judged)
+    if len(line) > room:
+        line = _seed_line(report, prerequisites, reached, repeated, judged, compact=True)
+    return _cut(line, room)
+
+
+def _compact_path(where: str) -> str:
+    """'a > b > c > d > e' as 'a > ... > d > e': the skill, and the helpers the player died in."""
+    frames = where.split(" > ")
+    return where if len(frames) <= 3 else " > ".join([frames[0], "...", *frames[-2:]])
+
+
 def _seed_line(report: dict, prerequisites: Sequence[str] = (), reached: bool = True, repeated: bool = False,
-               judged: Sequence[str] = ()) -> str:
+               judged: Sequence[str] = (), compact: bool = False) -> str:
     """A failing seed's line; `prerequisites` in the order the chain plays them; `repeated`: it ended as in the
-    last round (said at the front, where no cut for room reaches); `judged`: the functions of the action."""
+    last round (said at the front, where no cut for room reaches); `judged`: the functions of the action;
+    `compact`: the functions it was in by their ends only (_fitted_seed_line)."""
     line = f"seed {report.get('seed')}{' (as last round)' if repeated else ''}: {_ended_text(report)}"
     if report.get("failure_kind") == "harness":
         return line + "; a harness failure, not counted against the code"
@@ -710,7 +728,7 @@ def _seed_line(report: dict, prerequisites: Sequence[str] = (), reached: bool = 
     where = clean_text(report.get("running_at_end") or "", ERROR_FIRST_LINE_CHARS, mark=False)
     where = "" if where == "main" else where.removeprefix("main > ")
     # what the line says: the functions, and who called them where the chain's main did (`where` stays the path)
-    shown = where + _chain_glue(where, [*prerequisites, *judged])
+    shown = (_compact_path(where) if compact else where) + _chain_glue(where, [*prerequisites, *judged])
     if missing and not report.get("task_success"):
         # not this action's code to repair, but a death there is what a stay_alive the model writes can change:
         # where it happened and the bars at death, as for a death inside the action. The skill it ended in is
