@@ -286,6 +286,27 @@ def chain_helpers_before(state: Mapping[str, Any], pool: Pool) -> tuple[dict[str
     return helpers, restored(pool, helpers, before)
 
 
+# a comparison runs only while the steps left cover this many more rounds of the sub-action's own tests at the
+# last round's size: an answerer's last rounds had their episodes cut to 696 steps, the comparison taking half
+COMPARE_ROUNDS_LEFT = 3
+
+
+def helpers_compared_key(pool: Pool, helpers: Mapping[str, str]) -> str:
+    """The rewritten helpers and everything they call, as one digest: a revision of the action alone plays them
+    as the last comparison did."""
+    return hashlib.sha256(pool.program(helpers).encode()).hexdigest()[:16] if helpers else ""
+
+
+def compares_now(state: Mapping[str, Any], subtask: str, name: str, key: str) -> bool:
+    """Whether this round plays its seeds with the chain's helpers from before too: not for helpers already
+    compared in this subtask as they are now, nor where the budget would cut the round's own tests short."""
+    results = [r for r in state.get("results") or [] if r.get("subtask") == subtask and r.get("kind") == "code"]
+    if any((r.get("helpers_before") or {}).get("key") == key for r in results):
+        return False
+    own = [int(r.get("steps") or 0) for r in results if r.get("sub_action") == name and r.get("episodes")]
+    return not own or budget_left(state) >= COMPARE_ROUNDS_LEFT * own[-1]
+
+
 def helpers_before_text(result: Mapping[str, Any] | None) -> str:
     """A round's code played with the chain's helpers before this subtask's rewrite, as a report says it: its
     figures on the same seeds and which of the two a verdict keeps (empty when the round rewrote none)."""
@@ -702,12 +723,15 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
     seeds = code_test_seeds(settings, state)
     pool = lib.with_code(code)
     helpers: dict[str, str] = {}
-    program_before = ""
+    program_before = helpers_key = ""
     if defined:
         actions = [name for name in tested_actions(state["decomposition"], lib.replaced) if name in pool]
         program, action = test_program(pool, lib.prefix, actions or [target["name"]], max_steps)
         if not trains:  # the judged action's test: a rewrite of a chain helper is set against the one before
             helpers, before = chain_helpers_before(state, pool)
+            helpers_key = helpers_compared_key(pool, helpers)
+            if helpers and not compares_now(state, lib.subtask, target["name"], helpers_key):
+                helpers = {}
             program_before = test_program(before, lib.prefix, actions or [target["name"]], max_steps)[0]
     else:  # the sandbox says what is wrong with it (a syntax error, a missing function); one seed tells
         program, action, seeds = with_library(lib.pool, code), target["name"], seeds[:1]
@@ -738,7 +762,8 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
               "total_inner_iters": int(state.get("total_inner_iters", 0)) + repaired,
               "attempt": int(state.get("attempt", 0)) + (0 if last else 1),
               "last_attempt": {"sub_action": target["name"], "code": code, "max_steps": max_steps, "report": None,
-                               "program": tested_as, **({"helpers_before": helpers} if helpers else {})}}
+                               "program": tested_as,
+                               **({"helpers_before": helpers, "helpers_key": helpers_key} if helpers else {})}}
     return _dispatch(state, update, calls, answer)
 
 

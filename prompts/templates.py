@@ -175,8 +175,8 @@ def _render_slow(c: SlowFacts) -> str:
         _section("Best measured attempt so far", c.get("best")),
         _section("Built-in coded actions (list one, or an earlier skill's helper, only to write it anew; yours "
                  "replaces it in this subtask's tests and, once kept, in later subtasks; a new stay_alive, "
-                 "explore, collect_food or collect_drink is tested beside the earlier one on the same seeds, at "
-                 "twice the steps, and kept only where it ranks at least as high)",
+                 "explore, collect_food or collect_drink is tested beside the earlier one on the same seeds (once "
+                 "per version, while the budget allows) and kept only where it ranks at least as high)",
                  ", ".join(name + (f" (written anew for {rewritten[name]})" if name in rewritten else "")
                            for name in BUILTIN_ACTIONS)),
         _section("Moved to rl by the graph", forced and (

@@ -570,3 +570,14 @@ def test_a_rewritten_stay_alive_is_kept_only_where_it_plays_at_least_as_well_as_
     kept = current["best"]["collect_coal"]
     assert kept["success_rate"] == 5 / 8 and any("rewritten" in source for source in kept["sources"])
     assert "yours ranks at least as high and is the one kept" in text
+
+    # once per version of the rewrite: a revision of the action alone plays it as compared already
+    state = {**current, "code_versions": state["code_versions"]}
+    _, again = write(rewrite + "\n\n" + action.replace("yield 'do'", "yield 'noop'\n    yield 'do'"))
+    assert len(again) == settings.code_test_episodes
+    _, again = write(rewrite.replace("rewritten", "rewritten again") + "\n\n" + action)
+    assert len(again) == 2 * settings.code_test_episodes  # a new version is compared
+    # and only while the budget leaves three more rounds of this size for its own tests
+    state = {**state, "env_steps_spent": state["budget_steps"] - 3 * 50 * settings.code_test_episodes + 1}
+    _, again = write(rewrite.replace("rewritten", "rewritten anew") + "\n\n" + action)
+    assert len(again) == settings.code_test_episodes

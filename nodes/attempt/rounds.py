@@ -184,8 +184,10 @@ def _with_helpers_before(state: Mapping[str, Any], result: MeasuredResult) -> di
     attempt of its own: the round's artefacts less the rewritten definitions (a skill made of it plays the
     helpers it had before, nodes.skills.pool.pool_of), its figures from the same seeds, and whether it ranks
     above the round's own tests (on a tie the rewrite stands: the agents chose it)."""
-    helpers = dict((state.get("last_attempt") or {}).get("helpers_before") or {})
-    attempt: dict[str, Any] = {**result, **(result.get("helpers_before") or {}), "helpers": helpers}
+    last = state.get("last_attempt") or {}
+    helpers = dict(last.get("helpers_before") or {})
+    attempt: dict[str, Any] = {**result, **(result.get("helpers_before") or {}), "helpers": helpers,
+                               "key": last.get("helpers_key")}  # what was compared (nodes.fast.compares_now)
     attempt.pop("helpers_before", None)
     attempt["sources"] = [kept for source in result.get("sources") or []
                           if (kept := without_definitions(source, helpers)).strip()]
