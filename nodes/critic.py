@@ -54,7 +54,7 @@ from prompts.templates import messages_for
 # and what differs between two runs of the same answers (a recorded run must replay: nodes.models.recording)
 # helpers_before: the report says it in a line (nodes.fast.helpers_before_text)
 HIDDEN_FROM_CRITIC = ("sources", "rl_config", "per_seed", "rate_source", "policy_path", "run_dir", "wall_time_s",
-                      "helpers_before")
+                      "helpers_before", "helpers_key", "ranks_above")
 
 
 def _best_by_kind(results: list[MeasuredResult], subtask: str, given_start: bool = False) -> dict[str, float]:
@@ -171,18 +171,21 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
     last: Mapping[str, Any] = state.get("last_attempt") or {}
     max_inner, max_outer = settings.max_inner_iters, settings.max_outer_iters
     inner, outer = int(state.get("inner_iter", 0)), int(state.get("outer_iter", 0))
-    count = judged_count(result)  # (successes, runs judged): fewer runs than seeds when some died before the action
+    # what the round stands for: its own code, or that code with the chain's helpers from before a rewrite where
+    # those ranked higher on the same seeds (what measure passed it on, and what a pass keeps)
+    kept = round_best(result)
+    count = judged_count(kept)  # (successes, runs judged): fewer runs than seeds when some died before the action
     judged_runs = count[1] if count and count[1] else settings.code_test_episodes
     # the plan's last subtask: held-out play is this chain, so every run counts too (as the fast agent is told);
     # an answerer's critic read "1 of 1 judged runs succeeded: meets the target" beside 1 of 8 runs
     whole_chain = judged["kind"] == "code" and ends_the_chain(state, settings.task)
-    episodes = int(result.get("episodes") or 0)
+    episodes = int(kept.get("episodes") or 0)
     chain_rule = (f". The plan's last subtask: held-out play is this chain, so the attempt meets the target only "
                   f"when {successes_needed(episodes, settings.target_success)} or more of all {episodes} test runs "
                   "succeed as well" if whole_chain and episodes else "")
     context: CriticFacts = {
         "subtask": subtask, "sub_action": {"name": judged["name"], "kind": judged["kind"]},
-        "result": {k: v for k, v in result.items() if k not in HIDDEN_FROM_CRITIC},
+        "result": {k: v for k, v in kept.items() if k not in HIDDEN_FROM_CRITIC},
         "code": last.get("code") if judged["kind"] == "code" else None,
         "report": last.get("report") if judged["kind"] == "code" else None,
         "fast_error": fast_error, "target": settings.target_success,
@@ -193,22 +196,21 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
         "budget_left": budget_left(current), "min_train_steps": MIN_TRAIN_STEPS,
         "pass_rule": pass_rule_text(judged_runs, settings.target_success) + chain_rule if judged["kind"] == "code"
         else training_pass_rule_text(settings.target_success, result.get("rate_source") == CHAIN_STARTS),
-        "meets_target": round_passes(result, settings.target_success, whole_chain), "judged_count": count,
-        "chain_count": (int(result.get("successes") or 0), episodes) if whole_chain and episodes else None,
-        "same_seeds": _rates_on_the_same_seeds(current.get("results", []), result),
+        "meets_target": round_passes(kept, settings.target_success, whole_chain), "judged_count": count,
+        "chain_count": (int(kept.get("successes") or 0), episodes) if whole_chain and episodes else None,
+        "same_seeds": _rates_on_the_same_seeds(current.get("results", []), result),  # the own tests' seeds
         "verdict_rules": verdict_rules(settings, inner, outer, judged["kind"],
                                        state.get("task") in TASKS and TASKS[state["task"]].is_score),
     }
     try:
         critique: Critique = model.structured("critic", messages_for("critic", context), Critique, context)
     except ModelOutputError as exc:  # the graph decides from the numbers alone
-        rate = judged_rate(round_best(result))
+        rate = judged_rate(kept)
         critique = Critique(sub_action=judged["name"], success_rate=min(max(rate, 0.0), 1.0),
-                            verdict="pass" if round_passes(round_best(result), settings.target_success, whole_chain)
-                            else "fail",
+                            verdict="pass" if round_passes(kept, settings.target_success, whole_chain) else "fail",
                             feedback=f"(no valid critique from the model: {exc.last_error[:300]})")
     c = cast(CritiqueEntry, critique.model_dump())
-    kept_rate = judged_rate(round_best(result))  # the round's code, or it with the chain's helpers from before
+    kept_rate = judged_rate(kept)
     if c["verdict"] == "pass" and kept_rate < settings.skill_threshold:
         # a skill that mostly fails would be built on by every later subtask: the numbers overrule the model
         c.update({"verdict": "revise", "move_to": None, "feedback": (

@@ -21,7 +21,7 @@ import hashlib
 import json
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, Literal, cast
 
 from langchain_core.messages import AIMessage, RemoveMessage, ToolMessage
@@ -269,16 +269,19 @@ def _call(name: str, args: dict, prefix: str = "call_") -> dict:
     return {"name": name, "args": args, "id": f"{prefix}{uuid.uuid4().hex[:12]}", "type": "tool_call"}
 
 
-def chain_helpers_before(state: Mapping[str, Any], pool: Pool) -> tuple[dict[str, str], Pool]:
+def chain_helpers_before(state: Mapping[str, Any], pool: Pool,
+                         tested: Collection[str] = ()) -> tuple[dict[str, str], Pool]:
     """The chain's helpers (stay_alive, explore, collect_food, collect_drink) that this subtask's code in `pool`
     writes anew, each with whose version stood before it (the built-in, or one an earlier skill wrote), and
     `pool` with those versions back. What runs between every skill of held-out play is too easily made worse
     to take on the rewrite's own figures (answerers' rewrites of stay_alive lost most of their held-out runs):
-    a round that rewrites one also plays its seeds with the one before (nodes.attempt.rounds.record_round)."""
+    a round that rewrites one also plays its seeds with the one before (nodes.attempt.rounds.record_round).
+    A helper that is one of the `tested` actions (a collect_drink subtask's own action) is what the round judges,
+    not a rewrite to set beside it."""
     before = solved_pool(state)
     helpers: dict[str, str] = {}
     for name in CHAIN_HELPERS:
-        if ((pool.origin.get(name) or {}).get("this_subtask") and name in before
+        if ((pool.origin.get(name) or {}).get("this_subtask") and name in before and name not in tested
                 and pool.sources[name].strip() != before.sources[name].strip()):
             was = before.origin.get(name) or {}
             helpers[name] = ("the built-in" if was.get("kind") == "built-in"
@@ -286,8 +289,9 @@ def chain_helpers_before(state: Mapping[str, Any], pool: Pool) -> tuple[dict[str
     return helpers, restored(pool, helpers, before)
 
 
-# a comparison runs only while the steps left cover this many more rounds of the sub-action's own tests at the
-# last round's size: an answerer's last rounds had their episodes cut to 696 steps, the comparison taking half
+# a comparison runs only while the steps left cover both sets of tests at their full length (so that no test is
+# cut for it) and this many more rounds of the sub-action's own tests at the last round's size: an answerer's
+# last rounds had their episodes cut to 696 steps, the comparison taking half
 COMPARE_ROUNDS_LEFT = 3
 
 
@@ -297,14 +301,17 @@ def helpers_compared_key(pool: Pool, helpers: Mapping[str, str]) -> str:
     return hashlib.sha256(pool.program(helpers).encode()).hexdigest()[:16] if helpers else ""
 
 
-def compares_now(state: Mapping[str, Any], subtask: str, name: str, key: str) -> bool:
+def compares_now(state: Mapping[str, Any], subtask: str, judged: str, key: str, round_steps: int) -> bool:
     """Whether this round plays its seeds with the chain's helpers from before too: not for helpers already
-    compared in this subtask as they are now, nor where the budget would cut the round's own tests short."""
+    compared in this subtask as they are now, nor where the budget would cut a test short (`round_steps`: the
+    round's own tests at full length) or leave fewer than COMPARE_ROUNDS_LEFT rounds of the `judged` sub-action
+    at the last one's size."""
     results = [r for r in state.get("results") or [] if r.get("subtask") == subtask and r.get("kind") == "code"]
-    if any((r.get("helpers_before") or {}).get("key") == key for r in results):
+    if any((r.get("helpers_before") or {}).get("helpers_key") == key for r in results):
         return False
-    own = [int(r.get("steps") or 0) for r in results if r.get("sub_action") == name and r.get("episodes")]
-    return not own or budget_left(state) >= COMPARE_ROUNDS_LEFT * own[-1]
+    own = [int(r.get("steps") or 0) for r in results if r.get("sub_action") == judged and r.get("episodes")]
+    left = budget_left(state)
+    return left >= 2 * round_steps and (not own or left >= COMPARE_ROUNDS_LEFT * own[-1])
 
 
 def helpers_before_text(result: Mapping[str, Any] | None) -> str:
@@ -412,10 +419,7 @@ def _last_round_steps(state: Mapping[str, Any], subtask: str, name: str) -> int 
     """The env steps of the latest code-test round of this sub-action; None before its first."""
     rounds = [r for r in state.get("results") or [] if r.get("kind") == "code" and r.get("subtask") == subtask
               and r.get("sub_action") == name and r.get("episodes")]
-    if not rounds:
-        return None
-    # with the same seeds played with the chain's helpers from before a rewrite, where the round had those
-    return int(rounds[-1].get("steps") or 0) + int((rounds[-1].get("helpers_before") or {}).get("steps") or 0)
+    return int(rounds[-1].get("steps") or 0) if rounds else None
 
 
 def in_run_names(examples: dict[str, str], state: Mapping[str, Any], pool: Pool) -> dict[str, str]:
@@ -728,11 +732,13 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
         actions = [name for name in tested_actions(state["decomposition"], lib.replaced) if name in pool]
         program, action = test_program(pool, lib.prefix, actions or [target["name"]], max_steps)
         if not trains:  # the judged action's test: a rewrite of a chain helper is set against the one before
-            helpers, before = chain_helpers_before(state, pool)
+            helpers, before = chain_helpers_before(state, pool, actions or [target["name"]])
             helpers_key = helpers_compared_key(pool, helpers)
-            if helpers and not compares_now(state, lib.subtask, target["name"], helpers_key):
-                helpers = {}
-            program_before = test_program(before, lib.prefix, actions or [target["name"]], max_steps)[0]
+            judged = judged_sub_action(state["decomposition"])["name"]
+            if helpers and compares_now(state, lib.subtask, judged, helpers_key, len(seeds) * max_steps):
+                program_before = test_program(before, lib.prefix, actions or [target["name"]], max_steps)[0]
+            if program_before in ("", program):  # none due, or a lone action that calls none of them
+                helpers, program_before = {}, ""
     else:  # the sandbox says what is wrong with it (a syntax error, a missing function); one seed tells
         program, action, seeds = with_library(lib.pool, code), target["name"], seeds[:1]
     # the same program on the same seeds is the same test: it would only spend the budget, and the critic judges

@@ -24,7 +24,14 @@ from typing import Any, Literal
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from nodes.attempt.results import CODE_TOOL, TRAIN_TOOL, last_tool_round, round_best, round_passes
+from nodes.attempt.results import (
+    CODE_TOOL,
+    TRAIN_TOOL,
+    last_tool_round,
+    plays_helpers_before,
+    round_best,
+    round_passes,
+)
 from nodes.attempt.rounds import ends_the_chain, measure_event, record_round
 from nodes.context import RunContext, context_of
 from nodes.entries import learned
@@ -39,7 +46,8 @@ def measure(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Litera
     update, _ = record_round(state)
     round_ = last_tool_round(list(state.get("messages") or []))
     if "counted_round" in update:  # counted now, not a round a resumed checkpoint had counted already
-        saved = save_test_ends(state, settings.run_dir, round_)
+        # the round's own tests only: the chain with the helpers from before a rewrite is another chain
+        saved = save_test_ends(state, settings.run_dir, [m for m in round_ if not plays_helpers_before(m)])
         if saved:
             update["start_states"] = saved
     trains = bool(learned(current_decomposition(state)["sub_actions"]))

@@ -174,9 +174,9 @@ def _render_slow(c: SlowFacts) -> str:
         _section("Latest critique", c.get("critique")),
         _section("Best measured attempt so far", c.get("best")),
         _section("Built-in coded actions (list one, or an earlier skill's helper, only to write it anew; yours "
-                 "replaces it in this subtask's tests and, once kept, in later subtasks; a new stay_alive, "
-                 "explore, collect_food or collect_drink is tested beside the earlier one on the same seeds (once "
-                 "per version, while the budget allows) and kept only where it ranks at least as high)",
+                 "replaces it in this subtask's tests and, once kept, in later subtasks; a coded decomposition's "
+                 "new stay_alive, explore, collect_food or collect_drink is tested beside the earlier one on the "
+                 "same seeds, once per version while the budget allows; the better is kept, yours on a tie)",
                  ", ".join(name + (f" (written anew for {rewritten[name]})" if name in rewritten else "")
                            for name in BUILTIN_ACTIONS)),
         _section("Moved to rl by the graph", forced and (

@@ -552,7 +552,8 @@ def test_a_rewritten_stay_alive_is_kept_only_where_it_plays_at_least_as_well_as_
         update, result = record_round(current)
         current = with_update(current, update)
         assert result is not None and update["env_steps_spent"] == 50 * len(calls)  # both count toward the budget
-        assert _last_round_steps(current, "collect_coal", "collect_coal") == 50 * len(calls)  # and what it says
+        # the next round says what its own tests used: it compares again only for a new version
+        assert _last_round_steps(current, "collect_coal", "collect_coal") == 50 * len(own)
         return current, report_text(current, settings)
 
     current, text = measured(own_wins=2, before_wins=7)
@@ -581,3 +582,73 @@ def test_a_rewritten_stay_alive_is_kept_only_where_it_plays_at_least_as_well_as_
     state = {**state, "env_steps_spent": state["budget_steps"] - 3 * 50 * settings.code_test_episodes + 1}
     _, again = write(rewrite.replace("rewritten", "rewritten anew") + "\n\n" + action)
     assert len(again) == settings.code_test_episodes
+    # nor where both sets at their full length would not fit: no test is cut for it
+    state = {**state, "env_steps_spent": state["budget_steps"] - 2 * 60 * settings.code_test_episodes + 1,
+             "results": []}
+    _, again = write(rewrite.replace("rewritten", "rewritten once more") + "\n\n" + action)
+    assert len(again) == settings.code_test_episodes and all(c["args"]["max_steps"] == 60 for c in again)
+
+
+def test_a_helper_the_round_judges_or_never_calls_is_not_set_against_the_built_in(tmp_path):
+    """A collect_drink subtask's own action is collect_drink: the round judges it, it is no rewrite beside it
+    (kept alone, the built-in would leave the skill with no source of its own). A first subtask's action that
+    defines stay_alive but never calls it plays the same program either way: nothing to compare."""
+    from nodes.fast import _write_code
+
+    settings = RunSettings(out_dir=tmp_path, test_max_steps=60)
+    for name, code in [("collect_drink", "def collect_drink(game):\n    \"\"\"mine\"\"\"\n    yield 'do'\n"),
+                       ("collect_wood", "def stay_alive(game):\n    yield 'noop'\n\n\n"
+                                        "def collect_wood(game):\n    yield 'do'\n")]:
+        target = {"name": name, "kind": "code"}
+        state = {"plan": [{"name": name}], "subtask_index": 0, "skills": {}, "decomposition": {"sub_actions": [target]},
+                 "code_versions": [], "messages": [], "results": [], "budget_steps": 100_000}
+        command = _write_code(state, {}, settings, SubtaskCode(state, settings), target,
+                              {"code": code, "max_steps": None}, [target], AIMessage(content=""))
+        calls = command.update["messages"][0].tool_calls
+        assert len(calls) == settings.code_test_episodes, name
+        assert "helpers_before" not in command.update["last_attempt"], name
+
+
+def test_the_critic_judges_the_attempt_the_round_stands_for(tmp_path):
+    """Own tests 2 of 8, the same seeds with the built-in stay_alive 8 of 8: the round passes on the latter
+    (measure sends it to the critic), so the critic hears its figures and meets the target with them, and the
+    rule-based expert passes it (it moved the subtask to RL on the own tests' 2 of 8)."""
+    from langchain_core.messages import ToolMessage
+
+    from nodes.attempt.results import summarise_code_runs
+    from nodes.context import RunContext
+    from nodes.critic import critic
+    from nodes.models.expert import ExpertModel
+
+    def runs(wins: int) -> list[dict]:
+        return [{"seed": i, "task_success": i < wins, "ended": "success" if i < wins else "died", "steps": 40,
+                 "achievements_before": [], "achievements_unlocked": [], "trace": "step 1: do"} for i in range(8)]
+
+    before = {**summarise_code_runs(runs(8)), "ranks_above": True, "helpers": {"stay_alive": "the built-in"},
+              "sources": ["def collect_coal(game):\n    yield 'do'\n"], "entry": "collect_coal"}
+    result = {**summarise_code_runs(runs(2)), "subtask": "collect_coal", "sub_action": "collect_coal",
+              "outer_iter": 0, "inner_iter": 0, "helpers_before": before,
+              "sources": ["def stay_alive(game):\n    yield 'noop'\n\n\ndef collect_coal(game):\n    yield 'do'\n"],
+              "entry": "collect_coal"}
+    ai = AIMessage(content="", tool_calls=[{"name": "run_code_in_env", "args": {}, "id": "c1"}], id="r1")
+    target = {"name": "collect_coal", "kind": "code", "reason": "r"}
+    state = {"task": "collect_coal", "plan": [{"name": "collect_coal"}], "subtask_index": 0, "skills": {},
+             "results": [result], "best": {"collect_coal": before}, "inner_iter": 0, "outer_iter": 0,
+             "decomposition": {"subtask": "collect_coal", "reason": "", "sub_actions": [target]},
+             "messages": [ai, ToolMessage(content="{}", name="run_code_in_env", tool_call_id="c1")],
+             "counted_round": "r1", "last_result": result,
+             "last_attempt": {"code": "def collect_coal(game):\n    yield 'do'\n", "report": "a report"}}
+    seen: dict = {}
+
+    class Seen(ExpertModel):
+        def structured(self, role, messages, schema, context=None):
+            seen.update(context or {})
+            return super().structured(role, messages, schema, context)
+
+    class Runtime:
+        context = RunContext(settings=RunSettings(out_dir=tmp_path, task="collect_coal"), model=Seen())
+
+    command = critic(state, Runtime())
+    assert seen["meets_target"] and seen["judged_count"] == (8, 8) and seen["result"]["success_rate"] == 1.0
+    assert command.update["critiques"][0]["verdict"] == "pass"
+    assert command.update["skills"]["collect_coal"]["sources"] == before["sources"]  # without the rewrite

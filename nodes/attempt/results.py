@@ -280,8 +280,11 @@ def round_result(messages: Sequence[BaseMessage], prerequisites: Sequence[str] =
         return summarise_training(train[-1])
     if code:
         result = summarise_code_runs(code, prerequisites, judged)
-        if before:
-            result["helpers_before"] = dict(summarise_code_runs(before, prerequisites, judged))
+        # set beside the round's own tests on the seeds those measured (a harness failure measures nothing)
+        measured = {r.get("seed") for r in code if r.get("failure_kind") != HARNESS_FAILURE}
+        paired = [r for r in before if r.get("seed") in measured]
+        if paired:
+            result["helpers_before"] = dict(summarise_code_runs(paired, prerequisites, judged))
         return result
     return None
 
