@@ -11,8 +11,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sqlite3
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from contextlib import closing
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from graph.settings import SettingsError, list_run_ids, load_run_settings, make_settings, save_settings
+from nodes.models.base import RUN_STOPPING
 from nodes.settings import CODE_TEST_EPISODES, VECTOR_MODE_CHOICES, RunSettings
 from sandbox.host import MODE_ENV as SANDBOX_MODE_ENV
 from sandbox.host import MODES as SANDBOX_MODES
@@ -402,6 +405,7 @@ def _execute(settings: RunSettings, resumed: bool, live: bool | None, task_text:
                         progress.update_counters(_counters(_live_values(graph, config)))
                         progress.node_done(node, _node_summary(update))
         except KeyboardInterrupt:
+            RUN_STOPPING.set()  # a node still waiting for an answer in its worker thread ends too
             run_log.close()
             print(f"\nrun {settings.run_id} interrupted; resume with: python -m graph.run --resume "
                   f"{settings.run_id}{_out_option(settings)}",
@@ -436,7 +440,33 @@ def list_runs(out_dir: Path) -> int:
     return EXIT_OK
 
 
+def _stop_on_signals() -> dict[int, Any]:
+    """Ctrl-C and SIGTERM (`kill`, a scheduler's preemption) stop a run the same way: said, with the command that
+    resumes it from its checkpoints (an answerer's run killed with SIGTERM had left its log's header alone).
+    RUN_STOPPING is set first: LangGraph waits for the running nodes before the interrupt reaches graph.run, and
+    a node waiting for an answer in its worker thread would keep it waiting. The handlers they replace, to put
+    back; none off the main thread, where no handler can be set."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+
+    def stop(signum: int, frame: Any) -> None:
+        RUN_STOPPING.set()
+        raise KeyboardInterrupt
+
+    return {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    RUN_STOPPING.clear()
+    previous = _stop_on_signals()
+    try:
+        return _main(argv)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.sandbox:  # read by every sandbox start, in this process and in PPO's worker processes
         os.environ[SANDBOX_MODE_ENV] = args.sandbox

@@ -137,3 +137,26 @@ def test_vector_mode_option_reaches_the_ppo_defaults_of_the_fast_agent(tmp_path)
     assert default["vector_mode"] == "actors" and default["num_workers"] == 2
     with pytest.raises(SystemExit):  # argparse refuses an unknown mode with the choices
         run.build_parser().parse_args(["harvest log", "--vector-mode", "threads"])
+
+
+def test_a_run_stopped_by_sigterm_says_so_and_how_to_resume(tmp_path):
+    """`kill` (a scheduler's preemption) stops a run as Ctrl-C does: an answerer's run killed that way had
+    left its log's header alone. Here the run waits on a file model that nobody answers."""
+    import signal
+    import time
+
+    answers, out = tmp_path / "answers", tmp_path / "runs"
+    answers.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "graph.run", "harvest log", "--model", f"file:{answers}",
+                             "--out", str(out), "--run-id", "stopped", "--no-live"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list(answers.glob("*.request.json")):  # the planner's request: the run is waiting on it
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "no request was written"
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == run.EXIT_INTERRUPTED, stderr
+    assert "run stopped interrupted; resume with: python -m graph.run --resume stopped" in stderr, stderr
+    assert "Traceback" not in stderr

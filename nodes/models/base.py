@@ -8,6 +8,7 @@ build on these types; `nodes.models.factory.make_model` picks one by name.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -16,6 +17,11 @@ from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import BaseModel
 
 S = TypeVar("S", bound=BaseModel)
+
+
+# Set when the run is being stopped (graph.run on Ctrl-C or SIGTERM): a wait for an answer ends at once. The graph's
+# nodes run in worker threads, so a node waiting on a person would otherwise keep the process alive after the stop.
+RUN_STOPPING = threading.Event()
 
 
 class ModelConfigError(ValueError):

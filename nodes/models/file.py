@@ -40,7 +40,7 @@ from typing import Any, TypeVar
 from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import BaseModel
 
-from nodes.models.base import ModelConfigError, ModelServerError, UsageCounter
+from nodes.models.base import RUN_STOPPING, ModelConfigError, ModelServerError, UsageCounter
 from nodes.models.chat import DEFAULT_OUTPUT_RETRIES, ReaskingModel, Sent
 from nodes.models.output import answer_as_tool_calls, message_dicts, parse_structured, tool_name, tool_spec
 
@@ -196,6 +196,8 @@ class FileModel(ReaskingModel):
                 except OSError:
                     pass  # gone again at once: nothing to watch
                 return text
+            elif RUN_STOPPING.is_set():
+                raise ModelServerError(f"the run was stopped while waiting for {path.name}")
             elif time.monotonic() > deadline:
                 raise FileModelTimeout(
                     f"no answer in {path} after {self.deadline_s:g}s (the request is "
