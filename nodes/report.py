@@ -22,7 +22,8 @@ from typing import Any
 from langgraph.runtime import Runtime
 from pydantic import ValidationError
 
-from nodes.attempt.results import judged_rate, skill_meets_target
+from nodes.attempt.results import judged_rate, skill_meets_target, successes_needed
+from nodes.attempt.rounds import ends_the_chain
 from nodes.context import RunContext, context_of
 from nodes.settings import RunSettings
 from nodes.skills.library import Skill, SkillLibrary, SkillLibraryError
@@ -100,26 +101,33 @@ def _sub_action_history(state: Mapping[str, Any], subtask: str) -> list[dict[str
     return list(by_name.values())
 
 
-def _kept_status(skill: Skill, target: float) -> str:
+def _kept_status(skill: Skill, target: float, whole_chain: bool = False) -> str:
     """What happened to a skill made in this run: 'passed' only when it met the target (by the pass rule's
-    count for a code test, over the runs that reached the skill when it replayed earlier ones);
-    otherwise 'kept' with the rate it was kept at (below the target, or below the skill threshold too)."""
+    count for a code test, over the runs that reached the skill when it replayed earlier ones, and for the
+    plan's last subtask (`whole_chain`) over every run too, as its rounds were judged); otherwise 'kept' with
+    the rate it was kept at (below the target, or below the skill threshold too)."""
     record = skill.to_state()
-    if skill_meets_target(record, target):
+    episodes = int(skill.episodes or 0)
+    chain_ok = not (whole_chain and skill.kind == "code" and episodes) or (
+        round(skill.success_rate * episodes) >= successes_needed(episodes, target))
+    if skill_meets_target(record, target) and chain_ok:
         return "passed"
     given, judged = skill.success_given_start, judged_rate(record)
     rate = f"{judged:.0%} from its start" if given is not None and given != skill.success_rate else f"{judged:.0%}"
+    if whole_chain and not chain_ok:  # held-out play is this chain: its rate over every run first
+        rate = f"{skill.success_rate:.0%} of all runs ({rate})"
     # below the threshold the skill still plays in this run's chain; it is only not saved for other runs
     return f"kept at {rate}, below the {'target' if skill.passing else 'skill threshold (played here, not saved)'}"
 
 
 def _subtask_status(state: Mapping[str, Any], skills: Mapping[str, Skill], index: int, name: str,
-                    graph_done: bool, target: float) -> str:
+                    graph_done: bool, target: float, task: str = "") -> str:
     skill = skills.get(name)
     if skill:
         if skill.reused:
             return "reused skill"
-        return _kept_status(skill, target)
+        # an answerer's critic failed the diamond at 4 of 8 (all 4 that reached it succeeded): not 'passed'
+        return _kept_status(skill, target, bool(task) and ends_the_chain({**state, "subtask_index": index}, task))
     if any(isinstance(ev, Mapping) and ev.get("type") == "subtask_failed" and ev.get("subtask") == name
            for ev in state.get("events") or []):
         return "failed"
@@ -188,7 +196,7 @@ def build_report(settings: RunSettings, state: Mapping[str, Any], wall_s: float,
         actions = _sub_action_history(state, name)
         subtasks.append({
             "name": name, "goal": sub.get("goal", ""),
-            "status": _subtask_status(state, skills, i, name, graph_done, settings.target_success),
+            "status": _subtask_status(state, skills, i, name, graph_done, settings.target_success, settings.task),
             "success_rate": skill.success_rate if skill else max(
                 (a["best_success_rate"] for a in actions if a["best_success_rate"] is not None), default=None),
             "env_steps": sum(a["env_steps"] for a in actions),

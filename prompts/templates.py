@@ -438,11 +438,13 @@ def _target_verdict(c: CriticFacts) -> str:
     """Whether the attempt meets the target, with the count the pass rule judged for a code test."""
     verdict = "meets" if c["meets_target"] else "does not meet"
     count = c.get("judged_count")
-    text = f"This attempt {verdict} the target" + (
-        f" by the pass rule: {count[0]} of {count[1]} judged runs succeeded." if count else ".")
     chain = c.get("chain_count")
-    if chain:  # the plan's last subtask is judged over every run of the chain as well
-        text += f" Over all {chain[1]} test runs of the chain, {chain[0]} succeeded."
+    if count and chain:  # the plan's last subtask: both rules, said as two (an answerer read one as a contradiction)
+        text = (f"This attempt {verdict} the target: {count[0]} of the {count[1]} runs that reached the action "
+                f"succeeded, and {chain[0]} of all {chain[1]} runs of the chain (the plan's last subtask needs both).")
+    else:
+        text = f"This attempt {verdict} the target" + (
+            f" by the pass rule: {count[0]} of {count[1]} judged runs succeeded." if count else ".")
     runs = int((c.get("result") or {}).get("episodes") or 0)
     if count and 2 * count[1] < runs:  # a rate over a few runs: the chain before the action is what failed
         text += (f" Only {count[1]} of {runs} test runs reached the action, so this says little about it; the "
