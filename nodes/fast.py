@@ -760,7 +760,7 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
         return Command(goto="fast", update=update)
     base = {"code": program, "task": subtask, "max_steps": max_steps, **({"action": action} if action else {})}
     calls = [_call(CODE_TOOL, {**base, "seed": int(seed)}) for seed in seeds]
-    if helpers:  # after the round's own tests: a budget too short for both drops these first
+    if helpers:  # after the round's own tests, on the same seeds (compares_now: both fit the budget at full length)
         calls += [_call(CODE_TOOL, {**base, "code": program_before, "seed": int(seed)}, prefix=HELPERS_BEFORE)
                   for seed in seeds]
     repaired = revision - int(state.get("inner_iter", 0))
