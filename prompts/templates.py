@@ -250,6 +250,11 @@ def _last_attempt(last: Mapping[str, Any] | None, mode: str) -> tuple[str, str]:
             ask = ("No test run reached your action: every run ended in the chain before it (earlier skills and "
                    "the stay_alive between their steps), so the report says nothing about your code. What can "
                    "change that is a `stay_alive` you write, which replaces the chain's in every skill's play.")
+        elif (mode == "code" and result.get("prerequisites") and result.get("success_given_start") == 1.0
+              and int(result.get("started") or 0) < int(result.get("episodes") or 0)):
+            # an answerer asked to "fix it in the code" spent 8 rounds on deaths before its action, within noise
+            ask = ("Every run that reached your action succeeded: the others ended in the chain before it. Only a "
+                   "`stay_alive` you write changes those; code sent again unchanged goes to the critic untested.")
         else:
             ask = f"Find the cause of the failure in the report and fix it in {fix}."
         body += f"Report:\n{clip(str(last['report']).rstrip(), REPORT_CHARS)}\n{ask}"

@@ -460,6 +460,15 @@ def test_a_repair_prompt_does_not_ask_to_fix_code_that_no_run_reached():
     for other in (reached, last):
         _, body = _last_attempt(other, "code")
         assert "Find the cause of the failure in the report and fix it in the code" in body
+    # every run that reached the action succeeded: the failures are the chain's before it (an answerer spent 8
+    # rounds "fixing the code" for them, within noise)
+    all_won = {**last, "result": {"started": 4, "episodes": 8, "success_given_start": 1.0,
+                                  "prerequisites": ["collect_wood"]}}
+    _, body = _last_attempt(all_won, "code")
+    assert "Every run that reached your action succeeded: the others ended in the chain before it." in body
+    assert "fix it in" not in body
+    _, body = _last_attempt({**all_won, "result": {**all_won["result"], "started": 8}}, "code")
+    assert "fix it in the code" in body  # every run reached it and won: nothing of the chain to say
 
 
 def test_the_critic_hears_that_versions_were_compared_on_the_same_seeds():
