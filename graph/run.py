@@ -405,7 +405,6 @@ def _execute(settings: RunSettings, resumed: bool, live: bool | None, task_text:
                         progress.update_counters(_counters(_live_values(graph, config)))
                         progress.node_done(node, _node_summary(update))
         except KeyboardInterrupt:
-            RUN_STOPPING.set()  # a node still waiting for an answer in its worker thread ends too
             run_log.close()
             print(f"\nrun {settings.run_id} interrupted; resume with: python -m graph.run --resume "
                   f"{settings.run_id}{_out_option(settings)}",

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nodes.attempt.results import round_steps
+
 KIND_COLOURS = {"code": "#4c72b0", "rl": "#dd8452"}
 REUSE_COLOUR = "#9e9e9e"
 
@@ -73,10 +75,8 @@ def timeline_rows(values: Mapping[str, Any]) -> list[Row]:
     slots: list[Slot] = []
 
     def add(result: Mapping[str, Any], verdict: str | None) -> None:
-        # a round's steps include its seeds played with the chain's helpers from before a rewrite, if it had those
-        steps = int(result.get("steps") or 0) + int((result.get("helpers_before") or {}).get("steps") or 0)
         slot = Slot(len(slots), str(result.get("subtask")), str(result.get("kind")), str(result.get("sub_action")),
-                    result.get("success_rate"), steps, verdict)
+                    result.get("success_rate"), round_steps(result), verdict)
         slots.append(slot)
         row(slot.subtask).slots.append(slot)
 

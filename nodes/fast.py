@@ -154,7 +154,8 @@ class SubtaskCode:
     def __init__(self, state: Mapping[str, Any], settings: RunSettings):
         self.subtask = state["plan"][state["subtask_index"]]["name"]
         self.prior = prior_sources(state)
-        self.pool = solved_pool(state)
+        self.solved = solved_pool(state)  # as the subtask found it: a chain helper's rewrite is set against it
+        self.pool = self.solved.copy()
         self.latest = latest_versions(state, self.subtask)
         # each definition once, as the answer that sent it last wrote it (nodes.attempt.rounds.live_code)
         decomposition = state["decomposition"]
@@ -269,16 +270,14 @@ def _call(name: str, args: dict, prefix: str = "call_") -> dict:
     return {"name": name, "args": args, "id": f"{prefix}{uuid.uuid4().hex[:12]}", "type": "tool_call"}
 
 
-def chain_helpers_before(state: Mapping[str, Any], pool: Pool,
-                         tested: Collection[str] = ()) -> tuple[dict[str, str], Pool]:
+def chain_helpers_before(before: Pool, pool: Pool, tested: Collection[str] = ()) -> tuple[dict[str, str], Pool]:
     """The chain's helpers (stay_alive, explore, collect_food, collect_drink) that this subtask's code in `pool`
-    writes anew, each with whose version stood before it (the built-in, or one an earlier skill wrote), and
+    writes anew, each with whose version stood `before` it (the built-in, or one an earlier skill wrote), and
     `pool` with those versions back. What runs between every skill of held-out play is too easily made worse
     to take on the rewrite's own figures (answerers' rewrites of stay_alive lost most of their held-out runs):
     a round that rewrites one also plays its seeds with the one before (nodes.attempt.rounds.record_round).
     A helper that is one of the `tested` actions (a collect_drink subtask's own action) is what the round judges,
     not a rewrite to set beside it."""
-    before = solved_pool(state)
     helpers: dict[str, str] = {}
     for name in CHAIN_HELPERS:
         if ((pool.origin.get(name) or {}).get("this_subtask") and name in before and name not in tested
@@ -732,7 +731,7 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
         actions = [name for name in tested_actions(state["decomposition"], lib.replaced) if name in pool]
         program, action = test_program(pool, lib.prefix, actions or [target["name"]], max_steps)
         if not trains:  # the judged action's test: a rewrite of a chain helper is set against the one before
-            helpers, before = chain_helpers_before(state, pool, actions or [target["name"]])
+            helpers, before = chain_helpers_before(lib.solved, pool, actions or [target["name"]])
             helpers_key = helpers_compared_key(pool, helpers)
             judged = judged_sub_action(state["decomposition"])["name"]
             if helpers and compares_now(state, lib.subtask, judged, helpers_key, len(seeds) * max_steps):

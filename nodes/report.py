@@ -22,7 +22,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 from pydantic import ValidationError
 
-from nodes.attempt.results import judged_rate, skill_meets_target, successes_needed
+from nodes.attempt.results import judged_rate, meets_over_every_run, round_best, round_steps, skill_meets_target
 from nodes.attempt.rounds import ends_the_chain
 from nodes.context import RunContext, context_of
 from nodes.settings import RunSettings
@@ -78,10 +78,8 @@ def _sub_action_history(state: Mapping[str, Any], subtask: str) -> list[dict[str
             e["history"].append(kind)
         e["kind"] = kind or e["kind"]
         e["attempts"] += 1
-        # a round that rewrote a chain helper also played its seeds with the earlier one (nodes.attempt.rounds)
-        before = r.get("helpers_before") or {}
-        e["env_steps"] += int(r.get("steps", r.get("env_steps", 0)) or 0) + int(before.get("steps") or 0)
-        rate = rate_of(before) if before.get("ranks_above") else rate_of(r)
+        e["env_steps"] += round_steps(r)
+        rate = rate_of(round_best(r))
         if rate is not None and (e["best_success_rate"] is None or rate > e["best_success_rate"]):
             e["best_success_rate"] = rate
     for ev in state.get("events") or []:
@@ -108,8 +106,8 @@ def _kept_status(skill: Skill, target: float, whole_chain: bool = False) -> str:
     the rate it was kept at (below the target, or below the skill threshold too)."""
     record = skill.to_state()
     episodes = int(skill.episodes or 0)
-    chain_ok = not (whole_chain and skill.kind == "code" and episodes) or (
-        round(skill.success_rate * episodes) >= successes_needed(episodes, target))
+    chain_ok = not (whole_chain and skill.kind == "code" and episodes) or meets_over_every_run(
+        round(skill.success_rate * episodes), episodes, target)
     if skill_meets_target(record, target) and chain_ok:
         return "passed"
     given, judged = skill.success_given_start, judged_rate(record)
@@ -121,13 +119,13 @@ def _kept_status(skill: Skill, target: float, whole_chain: bool = False) -> str:
 
 
 def _subtask_status(state: Mapping[str, Any], skills: Mapping[str, Skill], index: int, name: str,
-                    graph_done: bool, target: float, task: str = "") -> str:
+                    graph_done: bool, target: float, task: str) -> str:
     skill = skills.get(name)
     if skill:
         if skill.reused:
             return "reused skill"
         # an answerer's critic failed the diamond at 4 of 8 (all 4 that reached it succeeded): not 'passed'
-        return _kept_status(skill, target, bool(task) and ends_the_chain({**state, "subtask_index": index}, task))
+        return _kept_status(skill, target, ends_the_chain({**state, "subtask_index": index}, task))
     if any(isinstance(ev, Mapping) and ev.get("type") == "subtask_failed" and ev.get("subtask") == name
            for ev in state.get("events") or []):
         return "failed"

@@ -183,8 +183,13 @@ def round_passes(result: Mapping[str, Any], target: float, whole_chain: bool = F
         return False
     if not whole_chain or result.get("kind") != "code" or not result.get("episodes"):
         return True
-    n = int(result["episodes"])
-    return int(result.get("successes") or 0) >= successes_needed(n, target)
+    return meets_over_every_run(int(result.get("successes") or 0), int(result["episodes"]), target)
+
+
+def meets_over_every_run(successes: int, runs: int, target: float) -> bool:
+    """The plan's last subtask's second rule (round_passes' `whole_chain`): its successes over every run of the
+    chain meet the target by the pass rule's count."""
+    return successes >= successes_needed(runs, target)
 
 
 def pass_rule_text(n: int, target: float, whole_chain: bool = False) -> str:
@@ -287,6 +292,13 @@ def round_result(messages: Sequence[BaseMessage], prerequisites: Sequence[str] =
             result["helpers_before"] = dict(summarise_code_runs(paired, prerequisites, judged))
         return result
     return None
+
+
+def round_steps(result: Mapping[str, Any]) -> int:
+    """The env steps a round spent: its own tests' and, where it had them, its seeds played with the chain's
+    helpers from before a rewrite."""
+    return int(result.get("steps", result.get("env_steps", 0)) or 0) + int(
+        (result.get("helpers_before") or {}).get("steps") or 0)
 
 
 def round_best(result: Mapping[str, Any]) -> Mapping[str, Any]:
