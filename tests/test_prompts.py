@@ -428,10 +428,20 @@ def test_the_fast_prompt_says_where_a_test_stops_a_code_that_plays_on():
     from tools.run_code import AFTER_SUCCESS_STEPS
 
     text = " ".join((Path(__file__).resolve().parents[1] / "prompts" / "fast_code.md").read_text().split())
-    assert (f"After the achievement it runs until yours returns, raises or has run {AFTER_SUCCESS_STEPS} steps "
-            "more") in text
-    assert "like held-out play it calls an action named after an achievement again while that is locked" in text
-    assert "(a test of one action alone calls it once)" in text
+    assert (f"After the achievement a test runs until yours returns, raises or has run {AFTER_SUCCESS_STEPS} "
+            "steps more") in text
+
+
+def test_the_fast_prompt_says_what_the_chain_does_around_an_action():
+    """A model that knows the chain retries, explores and keeps the player alive between calls can write a short
+    action that acts on what is known, as the examples do; the prompt's figures are the driver's."""
+    from prompts.fewshot import CHAIN_RETRIES
+
+    text = " ".join((Path(__file__).resolve().parents[1] / "prompts" / "fast_code.md").read_text().split())
+    assert "The chain calls `stay_alive(game)` before each action" in text
+    assert (f"again while that is locked (up to {CHAIN_RETRIES} calls; alone in a test, once), after `stay_alive` "
+            "and `explore` where a call took no step") in text
+    assert "So a short action like the examples gets search and survival from the chain" in text
 
 
 def test_the_critic_hears_when_few_runs_reached_the_judged_action():
