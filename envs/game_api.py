@@ -460,21 +460,24 @@ class GameAPI:
         return self._refusal
 
     def face(self, target: Pos) -> Iterator[str]:
-        """Face an adjacent tile: yields the move toward it (which steps onto free grass, sand, path or lava),
-        or nothing when already facing it."""
+        """Face an adjacent tile: yields the move toward it (which steps onto free grass, sand or path; never
+        toward lava), or nothing when already facing it."""
         self._refusal = None
         px, py = self.pos
         delta = (target[0] - px, target[1] - py)
         if delta not in MOVE_FOR_DIRECTION:
             self._refusal = f"face: {_xy(target)} is not next to the player at {_xy(self.pos)}"
             return
+        if self.facing != delta and self.material_at(_xy(target)) == "lava":  # Crafter walks onto it: death
+            self._refusal = f"face: {_xy(target)} is lava; turning to it would step onto it"
+            return
         if self.facing != delta:
             yield MOVE_FOR_DIRECTION[delta]
 
     def go_to(self, target: Pos, max_steps: int = 200, dig: bool = False) -> Iterator[str]:
-        """Walk next to `target` and face it, re-planning as creatures move; stops early when no known path
-        exists. With `dig`, it mines through known stone, coal, iron or diamond (what the pickaxes held can
-        mine) where it cannot walk; never out of a shelter (leave_shelter does that).
+        """Walk next to `target` (never over lava) and face it, re-planning as creatures move; stops early
+        without a known path. With `dig`, it mines through known stone, coal, iron or diamond (what the
+        pickaxes held can mine) where it cannot walk; never out of a shelter (leave_shelter does that).
 
         A dug route never crosses water, lava or unknown tiles; a mined tile costs two steps (mine, walk), three
         where the tunnel turns."""

@@ -440,6 +440,17 @@ def test_explore_with_no_frontier_in_reach_never_steps_into_lava():
     assert {"move_left", "move_up", "move_down"} <= set(moves)  # still random among the others
 
 
+def test_no_walking_helper_turns_the_player_onto_lava():
+    """A move toward lava steps onto it (Crafter's rule), so facing it kills: face and go_to refuse and say so."""
+    field = ["GGGGGGGGG", "GGGGGGGGG", "GGGGGGGGG", "GGGGGLGGG", "GGGGGGGGG", "GGGGGGGGG", "GGGGGGGGG"]
+    game = _game(field)  # the player faces down; lava lies to its right
+    assert list(game.face((1, 0))) == []
+    assert game.last_refusal == "face: (1, 0) is lava; turning to it would step onto it"
+    assert "move_right" not in list(game.go_to((1, 0)))
+    assert list(game.face((-1, 0))) == ["move_left"]  # grass: the move as before
+    assert game.last_refusal is None
+
+
 def test_the_chain_sees_to_the_night_again_before_it_explores():
     """A step with nothing to act on sends the player exploring; the eating before it may have run into the
     night, so stay_alive comes first again (it shelters in the dark) rather than a walk on the night's grass."""
