@@ -367,10 +367,10 @@ def _render_fast(c: FastFacts) -> str:
         ]
     parts += [
         _section(attempt_title, attempt),
-        # a code repair's report is newer than the verdict that began this outer iteration: an answerer read the
-        # old feedback's deaths beside the new report's and took them for the same round
-        _section("Critic feedback" + (" on the attempt before this outer iteration (older than your last test "
-                                      "above)" if mode == "code" and c.get("last_attempt") else ""),
+        # the critic speaks when an attempt ends, and a new one starts with no last test: beside one, its feedback
+        # is older (an answerer read the old verdict's deaths beside the new report's as the same round)
+        _section("Critic feedback" + (" on an earlier attempt (older than your last test above)"
+                                      if mode == "code" and c.get("last_attempt") else ""),
                  clip(str(c["feedback"]), FEEDBACK_CHARS) if c.get("feedback") else None),
         _section("Limits", _limits(c.get("limits"), mode)),
     ]

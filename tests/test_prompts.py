@@ -172,8 +172,8 @@ def test_fast_code_prompt_renders_the_contract():
     assert context["last_attempt"]["report"][-40:] in human and context["last_attempt"]["code"][-30:] in human
     assert "A test round: 3 episodes of up to 10000 steps, up to 30000 of the 400000 budget steps left" in human
     assert "subtasks_left 1" in human  # limits the prompt does not know still reach the model
-    # a repair's own report is newer than the verdict that began the outer iteration: the heading says which is which
-    assert "## Critic feedback on the attempt before this outer iteration (older than your last test above)\n" in human
+    # a repair's own report is newer than the critic's verdict: the heading says which is which
+    assert "## Critic feedback on an earlier attempt (older than your last test above)\n" in human
     fresh = str(messages_for("fast", {**context, "last_attempt": None})[1].content)
     assert "## Critic feedback\n" in fresh
     context["last_attempt"] = {"sub_action": "mine_diamond", "code": "def mine_diamond(game):\n    yield 'do'\n",
