@@ -75,6 +75,7 @@ from nodes.skills.pool import (
     CHAIN_HELPERS,
     Pool,
     action_head_sources,
+    builtin_alias,
     definitions,
     function_names,
     listing,
@@ -324,8 +325,10 @@ def helpers_before_text(result: Mapping[str, Any] | None) -> str:
     figures = f"{before.get('successes', 0)} of {before.get('episodes', 0)} succeeded"
     if before.get("prerequisites"):
         figures += f", {before.get('started', 0)} reached your action"
+    back = "".join(f"; a `{name}` that calls `{builtin_alias(name)}` goes back to the built-in"
+                   for name, whose in helpers.items() if whose == "the built-in")
     kept = ("that ranks above yours: a pass or fail keeps your code with the earlier one unless a later round "
-            "ranks higher (your next revision is tested with yours again)" if before.get("ranks_above")
+            f"ranks higher (your next revision is tested with yours again{back})" if before.get("ranks_above")
             else "yours ranks at least as high and is the one kept")
     return f"the same seeds with the earlier {which} in place of yours: {figures}; {kept}"
 
@@ -410,8 +413,10 @@ def survival_origin(pool: Pool) -> str:
     if origin.get("this_subtask"):
         # said to whichever sub-action is being written ("revise it there" sent an answerer back to the
         # sub-action that wrote it, which it could no longer answer for)
-        return "the `stay_alive` of this subtask's code: one your answer defines replaces it"
-    return f"the `stay_alive` written for {origin.get('subtask') or 'an earlier skill'}: one you write replaces it"
+        return ("the `stay_alive` of this subtask's code: one your answer defines replaces it (the built-in is "
+                f"`{builtin_alias('stay_alive')}`)")
+    return (f"the `stay_alive` written for {origin.get('subtask') or 'an earlier skill'}: one you write replaces it "
+            f"(the built-in is `{builtin_alias('stay_alive')}`)")
 
 
 def _last_round_steps(state: Mapping[str, Any], subtask: str, name: str) -> int | None:

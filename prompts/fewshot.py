@@ -166,9 +166,17 @@ def _stations_placed_together(steps, after=()) -> dict[str, list[str]]:
 _SWORD_AFTER = {"make_wood_pickaxe": "make_wood_sword", "make_stone_pickaxe": "make_stone_sword"}
 
 # The actions the chain driver brings when the library has no function of that name: its `main` calls
-# the first four between steps, and a sword is made after the pickaxe of its material. A function the
+# the chain helpers between steps, and a sword is made after the pickaxe of its material. A function the
 # model writes under one of these names replaces the built-in.
-BUILTIN_ACTIONS = ("explore", "stay_alive", "collect_drink", "collect_food", *_SWORD_AFTER.values())
+CHAIN_HELPERS = ("explore", "stay_alive", "collect_drink", "collect_food")
+BUILTIN_ACTIONS = (*CHAIN_HELPERS, *_SWORD_AFTER.values())
+
+
+def builtin_alias(name: str) -> str:
+    """The name a built-in chain helper (CHAIN_HELPERS) keeps beside its own, so that a model that replaces it
+    can still call it (to build on it, or to go back to it: an answerer pasted the built-in's source to undo its
+    own `stay_alive`, against the 8,000-character answer); nodes.skills.pool.builtin_pool holds both."""
+    return f"builtin_{name}"
 
 
 def builtin_source(name: str) -> str:

@@ -20,7 +20,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from envs.tasks import TASKS
 from prompts.api_reference import api_reference, api_summary
 from prompts.facts import DEFAULT_SKILL_THRESHOLD, CriticFacts, FastFacts, PlannerFacts, SlowFacts
-from prompts.fewshot import BUILTIN_ACTIONS, builtin_source
+from prompts.fewshot import BUILTIN_ACTIONS, CHAIN_HELPERS, builtin_alias, builtin_source
 from prompts.loader import render
 from prompts.rules import achievements, game_facts, recipes, rule_sheet
 
@@ -206,6 +206,7 @@ def _library(entries: list[Mapping[str, Any]], shown: frozenset[str] = frozenset
         rate = e.get("success_rate")
         where = ("built-in" if e.get("kind") == "built-in" else "yours, this subtask" if e.get("this_subtask")
                  else f"from {e['subtask']}" if e.get("subtask") else str(e.get("kind", "code")))
+        where += f"; the built-in is {e['builtin_alias']}" if e.get("builtin_alias") else ""
         tag = where + (", not a coded action" if e.get("helper") else "") + (
             f", success {rate:.2f}" if isinstance(rate, (int, float)) else "")
         doc = " ".join(str(e.get("doc") or "").split())
@@ -226,10 +227,15 @@ def _builtins_shown(examples: Mapping[str, str]) -> frozenset[str]:
                      if name in BUILTIN_ACTIONS and src.strip() == builtin_source(name).strip())
 
 
-def _examples(examples: Mapping[str, str], builtins: frozenset[str]) -> str:
-    """The examples, each built-in's own source (`_builtins_shown`) headed as what runs under its name."""
+def _examples(examples: Mapping[str, str], builtins: frozenset[str], writing: str = "") -> str:
+    """The examples, each built-in's own source (`_builtins_shown`) headed as what runs under its name, and
+    for the one being written anew (`writing`) the name it stays callable by."""
     def heading(name: str) -> str:
-        return f"### {name} (the built-in's source, as it runs)" if name in builtins else f"### {name}"
+        if name not in builtins:
+            return f"### {name}"
+        kept = (f"; yours replaces it, and it stays callable as {builtin_alias(name)}"
+                if name == writing and name in CHAIN_HELPERS else "")
+        return f"### {name} (the built-in's source, as it runs{kept})"
     return "\n".join(f"{heading(name)}\n```python\n{src.rstrip()}\n```" for name, src in examples.items())
 
 
@@ -348,7 +354,7 @@ def _render_fast(c: FastFacts) -> str:
             _library(list(c.get("library") or []), shown)),
     ]
     if mode == "code":
-        parts.append(_section("Few-shot examples", _examples(examples, shown)))
+        parts.append(_section("Few-shot examples", _examples(examples, shown, str(action.get("name") or ""))))
     else:
         rl: dict[str, Any] = dict(c.get("rl") or {})
         bounds = _pairs({"default": rl.pop("train_steps", None), "min": rl.pop("min_train_steps", None),

@@ -390,9 +390,11 @@ def test_a_report_is_set_against_the_round_before_of_the_same_sub_action_and_nam
     pool = code_pool.pool_of([])
     assert survival_origin(pool) == ""  # the report names the built-in itself
     pool.add("def stay_alive(game):\n    yield 'noop'\n", subtask="collect_coal", kind="code")
-    assert survival_origin(pool) == "the `stay_alive` written for collect_coal: one you write replaces it"
+    assert survival_origin(pool) == ("the `stay_alive` written for collect_coal: one you write replaces it (the "
+                                     "built-in is `builtin_stay_alive`)")
     pool.add("def stay_alive(game):\n    yield 'sleep'\n", subtask="collect_iron", kind="code", this_subtask=True)
-    assert survival_origin(pool) == "the `stay_alive` of this subtask's code: one your answer defines replaces it"
+    assert survival_origin(pool) == ("the `stay_alive` of this subtask's code: one your answer defines replaces it "
+                                     "(the built-in is `builtin_stay_alive`)")
 
 
 def test_measure_sets_a_round_against_the_one_before_and_names_the_stay_alive_this_subtask_wrote(tmp_path):
@@ -441,6 +443,56 @@ def test_measure_sets_a_round_against_the_one_before_and_names_the_stay_alive_th
     second = run_round(100)
     seeds = {x.split(":")[0] for x in second.splitlines() if x.startswith("seed ")}
     assert seeds == {"seed 1 (as last round)", "seed 2"}, second
+
+
+def test_a_replaced_built_in_stays_callable_under_its_alias_in_tests_and_held_out_play(tmp_path):
+    """A model that rewrites `stay_alive` can still call the built-in, as `builtin_stay_alive` (to build on it or
+    go back to it without pasting its source); the listing names the alias only once the built-in is replaced,
+    and a program holds it only where its code calls it. Played: the call runs the built-in's body."""
+    from envs.crafter_env import CrafterEnv
+    from prompts.fewshot import builtin_source
+    from prompts.templates import _examples, _library
+    from sandbox import AgentCode
+
+    pool = code_pool.pool_of([])
+    assert "builtin_stay_alive" not in _library(code_pool.listing(pool))
+    # the first rewrite is told, where the built-in's source is shown as the example
+    shown = {"stay_alive": builtin_source("stay_alive")}
+    assert _examples(shown, frozenset(shown), "stay_alive").startswith(
+        "### stay_alive (the built-in's source, as it runs; yours replaces it, and it stays callable as "
+        "builtin_stay_alive)")
+    assert _examples(shown, frozenset(shown), "collect_coal").startswith(
+        "### stay_alive (the built-in's source, as it runs)\n")
+    assert "builtin_" not in pool.program(["stay_alive", "collect_food", "explore"])
+    wrapper = ("def stay_alive(game):\n    \"\"\"Drink first, then the built-in.\"\"\"\n"
+               "    yield from builtin_stay_alive(game)\n")
+    pool.add(wrapper, subtask="collect_coal", kind="code", this_subtask=True)
+    lines = _library(code_pool.listing(pool)).splitlines()
+    assert "- stay_alive [yours, this subtask; the built-in is builtin_stay_alive]: Drink first, then the built-in." \
+        in lines
+    assert not any(line.startswith("- builtin_") for line in lines) and "collect_food [built-in]" in lines[3]
+    program = pool.program(["stay_alive"])
+    body = builtin_source("stay_alive").split("\n", 1)[1]
+    assert "def builtin_stay_alive(game):\n" + body in program and program.count("def collect_food(") == 1
+
+    # held-out play loads the same pool: a skill whose stay_alive calls the built-in plays it
+    coal = {"name": "collect_coal", "kind": "code", "entry": "collect_coal", "passing": True, "success_rate": 1.0,
+            "episodes": 8, "sources": [wrapper, "def collect_coal(game):\n    yield 'noop'\n"]}
+    chain = _load_chain([{"name": "collect_coal"}], {"collect_coal": coal}, seed=0)
+    try:
+        assert "def builtin_stay_alive(game):" in chain[0].source
+    finally:
+        for step in chain:
+            step.close()
+    # played in the sandbox: the alias loads and runs the built-in's body (at full bars in the day it takes no
+    # step), where an undefined name would end the call with an error
+    env = CrafterEnv(task="collect_diamond", obs_kind="symbolic", reward="task", max_steps=50)
+    own = code_pool.pool_of([])
+    own.add("def stay_alive(game):\n    yield from builtin_stay_alive(game)\n    yield 'noop'\n", kind="code")
+    with AgentCode([own.program(["stay_alive"])]) as code:
+        env.reset(seed=8003)
+        outcome = code.execute(env, "stay_alive", max_steps=50)
+    assert outcome.error is None and outcome.actions == ["noop"], outcome
 
 
 def test_a_resent_program_is_the_same_test_whatever_order_its_definitions_come_in():
@@ -566,6 +618,8 @@ def test_a_rewritten_stay_alive_is_kept_only_where_it_plays_at_least_as_well_as_
     assert held_out.sources["stay_alive"].strip() == builtin.strip()  # later tests and held-out play: the built-in
     assert "2 success" in text and ("the same seeds with the earlier `stay_alive` (the built-in) in place of yours: "
                                     "7 of 8 succeeded, 8 reached your action; that ranks above yours") in text, text
+    assert ("(your next revision is tested with yours again; a `stay_alive` that calls `builtin_stay_alive` goes "
+            "back to the built-in)") in text, text
 
     current, text = measured(own_wins=5, before_wins=5)
     kept = current["best"]["collect_coal"]

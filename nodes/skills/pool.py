@@ -20,11 +20,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-from prompts.fewshot import BUILTIN_ACTIONS, builtin_source, chain_as_action, chain_source, swords_after
+from prompts.fewshot import (
+    BUILTIN_ACTIONS,
+    CHAIN_HELPERS,
+    builtin_alias,
+    builtin_source,
+    chain_as_action,
+    chain_source,
+    swords_after,
+)
 from sandbox.lint import coded_action_names, parse
-
-# What a chain's `main` calls besides its steps (prompts.fewshot.chain_source adds them when missing).
-CHAIN_HELPERS = ("explore", "stay_alive", "collect_drink", "collect_food")
 
 
 class _Scope(ast.NodeVisitor):
@@ -229,10 +234,15 @@ class Pool:
 
 def builtin_pool() -> Pool:
     """A pool of the built-in actions (prompts.fewshot.BUILTIN_ACTIONS), which any definition of the same
-    name replaces: they are listed, callable and offered to an action head like written code."""
+    name replaces: they are listed, callable and offered to an action head like written code. Each chain
+    helper (what a chain's `main` calls besides its steps) is there under its `builtin_alias` too, for code
+    that calls it after a rewrite (listed only then); a program holds the alias only where its code calls it."""
     pool = Pool()
     for name in BUILTIN_ACTIONS:
         pool.add(builtin_source(name), kind="built-in")
+    for name in CHAIN_HELPERS:
+        alias = re.sub(rf"^def {name}\(", f"def {builtin_alias(name)}(", builtin_source(name), count=1, flags=re.M)
+        pool.add(alias, kind="built-in", alias_of=name)
     return pool
 
 
@@ -308,14 +318,19 @@ def signature_of(name: str, source: str) -> tuple[str, str]:
 
 def listing(pool: Pool, composed: Sequence[tuple[str, str]] = ()) -> list[dict[str, Any]]:
     """What the fast agent's prompt shows of the library, the same way every call: every callable function
-    of the pool (built-ins included, `pool_of`) with where it came from, then the actions the graph composes
-    for an action head, as (name, what it does) (nodes.fast.SubtaskCode.graph_actions)."""
+    of the pool (built-ins included, `pool_of`) with where it came from (a replaced built-in's names the alias
+    the built-in is called by), then the actions the graph composes for an action head, as (name, what it
+    does) (nodes.fast.SubtaskCode.graph_actions)."""
     out = []
     for name in pool.functions():
-        if name == "main":
+        origin = dict(pool.origin.get(name, {}))
+        if name == "main" or origin.get("alias_of"):  # an alias is named on the line of what replaced it
             continue
         signature, doc = signature_of(name, pool.sources[name])
-        origin = dict(pool.origin.get(name, {}))
+        alias = builtin_alias(name)
+        if (name in CHAIN_HELPERS and origin.get("kind") != "built-in"
+                and (pool.origin.get(alias) or {}).get("alias_of") == name):
+            origin["builtin_alias"] = alias
         helper = name not in coded_action_names(pool.sources[name])  # a plain function, not a coded action
         out.append({"name": name, "signature": signature, "doc": doc, **origin, **({"helper": True} if helper else {})})
     for name, doc in composed:
