@@ -303,15 +303,38 @@ def helpers_compared_key(pool: Pool, helpers: Mapping[str, str]) -> str:
 
 def compares_now(state: Mapping[str, Any], subtask: str, judged: str, key: str, round_steps: int) -> bool:
     """Whether this round plays its seeds with the chain's helpers from before too: not for helpers already
-    compared in this subtask as they are now, nor where the budget would cut a test short (`round_steps`: the
-    round's own tests at full length) or leave fewer than COMPARE_ROUNDS_LEFT rounds of the `judged` sub-action
-    at the last one's size."""
+    compared in this subtask as they are now, nor where the budget is short (`compare_budget_short`)."""
     results = [r for r in state.get("results") or [] if r.get("subtask") == subtask and r.get("kind") == "code"]
     if any((r.get("helpers_before") or {}).get("helpers_key") == key for r in results):
         return False
-    own = [int(r.get("steps") or 0) for r in results if r.get("sub_action") == judged and r.get("episodes")]
+    return not compare_budget_short(state, subtask, judged, round_steps)
+
+
+def compare_budget_short(state: Mapping[str, Any], subtask: str, judged: str, round_steps: int) -> str:
+    """Why the budget leaves no room to play a round's seeds with the chain's helpers from before too, as a
+    report says it (empty when it does): the comparison would cut a test short (`round_steps`: the round's own
+    tests at full length) or leave fewer than COMPARE_ROUNDS_LEFT rounds of the `judged` sub-action at the
+    last one's size."""
+    own = [int(r.get("steps") or 0) for r in state.get("results") or [] if r.get("subtask") == subtask
+           and r.get("kind") == "code" and r.get("sub_action") == judged and r.get("episodes")]
     left = budget_left(state)
-    return left >= 2 * round_steps and (not own or left >= COMPARE_ROUNDS_LEFT * own[-1])
+    if left < 2 * round_steps:
+        return (f"both sets of tests at full length need {2 * round_steps:,} steps and {left:,} are left "
+                "(a lower `max_steps` lets them run)")
+    if own and left < COMPARE_ROUNDS_LEFT * own[-1]:
+        return (f"{left:,} steps are left, fewer than {COMPARE_ROUNDS_LEFT} more rounds at your last round's "
+                f"{own[-1]:,}")
+    return ""
+
+
+def helpers_not_compared_text(attempt: Mapping[str, Any] | None) -> str:
+    """A round that rewrote a chain helper but was not set against the one before it, as a report says it (the
+    slow agent's prompt says a rewrite is compared while the budget allows: an answerer asked whether it was)."""
+    skipped = (attempt or {}).get("helpers_not_compared")
+    if not skipped:
+        return ""
+    which = ", ".join(f"`{name}` ({whose})" for name, whose in (skipped.get("helpers") or {}).items())
+    return f"not played with the earlier {which} in place of yours this round: {skipped.get('why')}"
 
 
 def helpers_before_text(result: Mapping[str, Any] | None) -> str:
@@ -349,7 +372,8 @@ def report_text(state: Mapping[str, Any], settings: RunSettings) -> str:
                                        judged=judged_functions(state["decomposition"], replaced_names(state)),
                                        last_round=_round_before(state),
                                        survival=survival_origin(SubtaskCode(state, settings).pool),
-                                       compared=helpers_before_text(state.get("last_result")))
+                                       compared=(helpers_before_text(state.get("last_result"))
+                                                 or helpers_not_compared_text(state.get("last_attempt"))))
     program = next((c["args"].get("code", "") for c in last_tool_calls(messages) if c["name"] == CODE_TOOL), "")
     own = (state.get("last_attempt") or {}).get("code") or ""
     return relocate_lines(text, program, own) if program else text
@@ -732,6 +756,7 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
     pool = lib.with_code(code)
     helpers: dict[str, str] = {}
     program_before = helpers_key = ""
+    not_compared: dict[str, Any] = {}
     if defined:
         actions = [name for name in tested_actions(state["decomposition"], lib.replaced) if name in pool]
         program, action = test_program(pool, lib.prefix, actions or [target["name"]], max_steps)
@@ -741,6 +766,9 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
             judged = judged_sub_action(state["decomposition"])["name"]
             if helpers and compares_now(state, lib.subtask, judged, helpers_key, len(seeds) * max_steps):
                 program_before = test_program(before, lib.prefix, actions or [target["name"]], max_steps)[0]
+            elif helpers and (why := compare_budget_short(state, lib.subtask, judged, len(seeds) * max_steps)):
+                if test_program(before, lib.prefix, actions or [target["name"]], max_steps)[0] != program:
+                    not_compared = {"helpers": helpers, "why": why}
             if program_before in ("", program):  # none due, or a lone action that calls none of them
                 helpers, program_before = {}, ""
     else:  # the sandbox says what is wrong with it (a syntax error, a missing function); one seed tells
@@ -773,7 +801,8 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
               "attempt": int(state.get("attempt", 0)) + (0 if last else 1),
               "last_attempt": {"sub_action": target["name"], "code": code, "max_steps": max_steps, "report": None,
                                "program": tested_as,
-                               **({"helpers_before": helpers, "helpers_key": helpers_key} if helpers else {})}}
+                               **({"helpers_before": helpers, "helpers_key": helpers_key} if helpers else {}),
+                               **({"helpers_not_compared": not_compared} if not_compared else {})}}
     return _dispatch(state, update, calls, answer)
 
 

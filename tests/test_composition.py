@@ -436,8 +436,10 @@ def test_measure_sets_a_round_against_the_one_before_and_names_the_stay_alive_th
         state = with_update(state, update)
         return report_text(state, RunSettings(out_dir=tmp_path))
 
+    state["last_attempt"] = {"helpers_not_compared": {"helpers": {"stay_alive": "the built-in"}, "why": "why"}}
     first = run_round(100)
     assert "as last round" not in first
+    assert "\nnot played with the earlier `stay_alive` (the built-in) in place of yours this round: why" in first
     assert ("between skills the chain called the `stay_alive` of this subtask's code: one your answer defines "
             "replaces it") in first
     second = run_round(100)
@@ -553,7 +555,7 @@ def test_a_rewritten_stay_alive_is_kept_only_where_it_plays_at_least_as_well_as_
 
     from nodes.attempt.results import HELPERS_BEFORE, round_best, round_passes
     from nodes.attempt.rounds import record_round
-    from nodes.fast import _last_round_steps, _write_code, report_text
+    from nodes.fast import _last_round_steps, _write_code, helpers_not_compared_text, report_text
     from nodes.state import with_update
     from prompts.fewshot import builtin_source
     from tools.run_code import run_code
@@ -634,13 +636,23 @@ def test_a_rewritten_stay_alive_is_kept_only_where_it_plays_at_least_as_well_as_
     assert len(again) == 2 * settings.code_test_episodes  # a new version is compared
     # and only while the budget leaves three more rounds of this size for its own tests
     state = {**state, "env_steps_spent": state["budget_steps"] - 3 * 50 * settings.code_test_episodes + 1}
-    _, again = write(rewrite.replace("rewritten", "rewritten anew") + "\n\n" + action)
+    command, again = write(rewrite.replace("rewritten", "rewritten anew") + "\n\n" + action)
     assert len(again) == settings.code_test_episodes
+    # the report says it was not compared, and why (the slow agent's prompt says it is, while the budget allows)
+    assert helpers_not_compared_text(command.update["last_attempt"]) == (
+        "not played with the earlier `stay_alive` (the built-in) in place of yours this round: 1,199 steps are "
+        "left, fewer than 3 more rounds at your last round's 400")
     # nor where both sets at their full length would not fit: no test is cut for it
     state = {**state, "env_steps_spent": state["budget_steps"] - 2 * 60 * settings.code_test_episodes + 1,
              "results": []}
-    _, again = write(rewrite.replace("rewritten", "rewritten once more") + "\n\n" + action)
+    command, again = write(rewrite.replace("rewritten", "rewritten once more") + "\n\n" + action)
     assert len(again) == settings.code_test_episodes and all(c["args"]["max_steps"] == 60 for c in again)
+    assert helpers_not_compared_text(command.update["last_attempt"]).endswith(
+        ": both sets of tests at full length need 960 steps and 959 are left (a lower `max_steps` lets them run)")
+    # a round that rewrites none, on the same short budget, has nothing to say
+    state = {**state, "code_versions": []}
+    command, _ = write(action)
+    assert helpers_not_compared_text(command.update["last_attempt"]) == ""
 
 
 def test_a_helper_the_round_judges_or_never_calls_is_not_set_against_the_built_in(tmp_path):
