@@ -424,19 +424,25 @@ def _render_critic(c: CriticFacts) -> str:
 
 
 def _measured_text(result: Mapping[str, Any], action: str) -> str:
-    """The measured result, led by its two rates in words where a test replayed earlier skills first: an
-    answerer read 'successes 6; success_rate 0.75' as the count the pass rule judged (6 of 7 that reached it)."""
+    """The measured result, led by its two rates in words where a test replayed earlier skills first (an
+    answerer read 'successes 6; success_rate 0.75' as the count the pass rule judged: 6 of 7 that reached it),
+    and by which chain helpers played where they are not the code's own."""
     fields = _pairs({k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()})
+    note = ""
+    if result.get("helpers"):  # two answerers read this beside the rewrite's own report as one measurement
+        which = ", ".join(f"`{name}` ({whose})" for name, whose in result["helpers"].items())
+        note = (f"These runs played the earlier {which} in place of the rewrite, which ranked below it on the "
+                "same seeds: the report below is the rewrite's own.")
     runs, started = result.get("episodes"), result.get("started")
     if result.get("kind") != "code" or not result.get("prerequisites") or not runs or started is None:
-        return clip(fields, RESULT_CHARS)
+        return (note + "\n" if note else "") + clip(fields, RESULT_CHARS)
     lead = f"In words: {result.get('successes')} of {runs} test runs succeeded from a fresh world (success_rate); "
     lead += (f"{started} of the {runs} reached {action} after the earlier skills, and "
              f"{result.get('started_successes')} of those succeeded (success_given_start: the rate the pass rule and "
              "the skill threshold judge)." if started else
              f"none reached {action} after the earlier skills, so the pass rule and the skill threshold judge "
              "success_rate.")
-    return lead + "\n" + clip(fields, RESULT_CHARS)
+    return lead + (" " + note if note else "") + "\n" + clip(fields, RESULT_CHARS)
 
 
 def _same_seeds_text(rates: list[float]) -> str:

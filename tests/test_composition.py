@@ -708,7 +708,7 @@ def test_the_critic_judges_the_attempt_the_round_stands_for(tmp_path):
 
     class Seen(ExpertModel):
         def structured(self, role, messages, schema, context=None):
-            seen.update(context or {})
+            seen.update(context or {}, prompt=str(messages[-1].content))
             return super().structured(role, messages, schema, context)
 
     class Runtime:
@@ -716,5 +716,13 @@ def test_the_critic_judges_the_attempt_the_round_stands_for(tmp_path):
 
     command = critic(state, Runtime())
     assert seen["meets_target"] and seen["judged_count"] == (8, 8) and seen["result"]["success_rate"] == 1.0
+    # the prompt says whose stay_alive these runs played: the report it shows is the rewrite's own
+    assert ("## Measured\nThese runs played the earlier `stay_alive` (the built-in) in place of the rewrite, which "
+            "ranked below it on the same seeds: the report below is the rewrite's own.\n") in seen["prompt"]
+    from prompts.templates import _measured_text
+    chained = _measured_text({**before, "kind": "code", "prerequisites": ["collect_wood"], "started": 6,
+                              "started_successes": 5}, "collect_coal")
+    assert chained.startswith("In words: 8 of 8 test runs succeeded from a fresh world") and (
+        "the skill threshold judge). These runs played the earlier `stay_alive` (the built-in)") in chained
     assert command.update["critiques"][0]["verdict"] == "pass"
     assert command.update["skills"]["collect_coal"]["sources"] == before["sources"]  # without the rewrite
