@@ -97,9 +97,8 @@ def _decorator_line() -> str:
     params = ", ".join(f"{p.name}={p.default!r}" for p in inspect.signature(coded_action).parameters.values())
     # a model reading 'checked before each call' took a false precondition for a no-op inside its chain
     return (f"@coded_action({params}): {first_paragraph(coded_action.__doc__)} Both hold for a call made on its "
-            "own (an RL policy's choice, a test of the action alone): a false `precondition` (game -> bool) makes "
-            "it do nothing (a policy cannot choose it then); `max_steps` ends it. `yield from name(game)` checks "
-            "neither.")
+            "own (a policy's choice, a test of the action alone): a false `precondition` (game -> bool) makes it "
+            "do nothing; `max_steps` ends it. `yield from name(game)` checks neither.")
 
 
 def _plain_type(name: str) -> str | None:

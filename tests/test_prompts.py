@@ -441,8 +441,8 @@ def test_the_fast_prompt_says_what_the_chain_does_around_an_action():
     from prompts.fewshot import CHAIN_RETRIES
 
     text = " ".join((Path(__file__).resolve().parents[1] / "prompts" / "fast_code.md").read_text().split())
-    assert "Before each call of an action the chain runs `stay_alive(game)`" in text
-    assert (f"While its achievement is locked the chain calls an action again, up to {CHAIN_RETRIES} times "
+    assert "The chain around an action: before each call it runs `stay_alive(game)`" in text
+    assert (f"While the achievement is locked it calls the action again, up to {CHAIN_RETRIES} times "
             "(alone in a test: once), with `explore` first after a call that took no step") in text
     assert "So a short action like the examples gets search and survival from the chain" in text
 
