@@ -1,9 +1,10 @@
 """Planner node: the task -> ordered subtasks along the tech tree; re-plans after a subtask fails.
 
 A fresh plan replaces everything; a re-plan answers the work from the failed subtask on. If it
-starts with the failed subtask and some attempt of it ever succeeded, that best attempt is kept
-as its skill and the run goes on with the rest; otherwise the new plan is solved from its first
-subtask (a retry when that is the failed one). An empty re-plan ends the loops.
+starts with the failed subtask, some attempt of it ever succeeded and later subtasks follow (or the
+budget cannot pay for another try), that best attempt is kept as its skill and the run goes on with
+the rest; otherwise the new plan is solved from its first subtask (a retry when that is the failed one,
+whose best attempt held-out play falls back on if no later one passes). An empty re-plan ends the loops.
 
 A score task (crafter_score: no achievement of its own, a plan over many) has no route to change:
 a failed subtask keeps its best attempt, and the run goes on with the rest; the model is not asked again.
@@ -96,11 +97,14 @@ def planner(state: RLGPTState, runtime: Runtime[RunContext]) -> Command[Literal[
         return _to({**base, "stop_reason": f"planner gave up after {failed['subtask']} failed: {plan.reason}"},
                    "executor")
     best = skill_from_best(state, failed["subtask"], settings.skill_threshold)
-    if subtasks[0]["name"] == failed["subtask"] and best is not None and best["success_rate"] > 0:
+    # with nothing after it, keeping the failed subtask's best attempt would end the run with the budget unspent
+    # (a SmolLM2 run stopped at 1,000 of 6,000 steps): it is tried again, its best attempt still the fallback
+    goes_on = len(subtasks) > 1 or budget_left({**state, **base}) < MIN_TRAIN_STEPS
+    if subtasks[0]["name"] == failed["subtask"] and best is not None and best["success_rate"] > 0 and goes_on:
         # keep what worked sometimes and go on with the rest of the new plan
         skills = {**(state.get("skills") or {}), failed["subtask"]: best}
         return _to({**base, "plan": kept + subtasks, "skills": skills, "subtask_index": index + 1}, "subtask")
-    # a different plan, or a subtask that never succeeded: solve the new plan from here
+    # a different plan, a subtask that never succeeded, or the last one tried again: solve the new plan from here
     return _to({**base, "plan": kept + subtasks}, "subtask")
 
 

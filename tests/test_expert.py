@@ -349,15 +349,29 @@ def _runtime(settings):
 
 
 def test_planner_node_keeps_a_sometimes_working_skill_or_stops():
+    from nodes.executor import chain_skills
+    from nodes.limits import MIN_TRAIN_STEPS
     from nodes.planner import planner
     from nodes.settings import RunSettings
 
     settings = RunSettings(task="place table")
-    kept = planner(_failed_state(0.25), _runtime(settings))
+    # the failed subtask is the plan's last: kept only where the budget cannot pay for another try; else tried
+    # again, its best attempt what held-out play falls back on (nodes.executor.chain_skills)
+    broke = {**_failed_state(0.25), "env_steps_spent": 10_000 - MIN_TRAIN_STEPS + 1}
+    kept = planner(broke, _runtime(settings))
     assert kept.goto == "subtask"
     assert kept.update["subtask_index"] == 2 and kept.update["replans"] == 1
     assert kept.update["skills"]["place_table"]["success_rate"] == 0.25
     assert kept.update["skills"]["place_table"]["passing"] is False
+    retried = planner(_failed_state(0.25), _runtime(settings))
+    assert retried.goto == "subtask" and "subtask_index" not in retried.update and "skills" not in retried.update
+    assert [s["name"] for s in retried.update["plan"]] == ["collect_wood", "place_table"]
+    assert chain_skills({**_failed_state(0.25), **retried.update}, 0.5)["place_table"]["success_rate"] == 0.25
+    # with a later subtask after it, the best attempt is kept and the run goes on
+    more = {**_failed_state(0.25), "plan": [*_failed_state(0.25)["plan"], {"name": "make_wood_pickaxe", "goal": "g",
+                                                                          "success_condition": "c"}]}
+    on = planner(more, _runtime(settings.model_copy(update={"task": "make_wood_pickaxe"})))
+    assert on.update["subtask_index"] == 2 and on.update["skills"]["place_table"]["success_rate"] == 0.25
     # a re-plan that gives up while the budget lasts: the task itself, learned, once per run
     learned = planner(_failed_state(0.0), _runtime(settings))
     assert learned.goto == "subtask" and learned.update["forced_rl"] == "place_table"
