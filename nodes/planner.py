@@ -76,7 +76,9 @@ def planner(state: RLGPTState, runtime: Runtime[RunContext]) -> Command[Literal[
         return fallback or _to({**update, "failed": None,
                                 "stop_reason": f"no valid plan from the model: {exc.last_error[:300]}",
                                 "events": [{"type": "stop", "reason": "no valid plan"}]}, "executor")
-    subtasks = cast(list[SubtaskEntry], [s.model_dump() for s in plan.subtasks])
+    answered = cast(list[SubtaskEntry], [s.model_dump() for s in plan.subtasks])
+    subtasks, dropped = _ending_at_the_task(state["task"], answered)
+    cut = {"dropped_after_the_task": dropped} if dropped else {}  # said in the plan's event
     if not subtasks:  # a plan that gives up while the budget lasts: the task itself, learned
         fallback = _learn_the_task(state, update, f"the plan is empty: {plan.reason}")
         if fallback is not None:
@@ -86,12 +88,12 @@ def planner(state: RLGPTState, runtime: Runtime[RunContext]) -> Command[Literal[
             return _to({**update, "stop_reason": f"the plan is empty: {plan.reason}",
                         "events": [{"type": "stop", "reason": "empty plan"}]}, "executor")
         return _to({**update, "plan": subtasks, "plan_reason": plan.reason, "subtask_index": 0,
-                    "events": [{"type": "plan", "subtasks": [s["name"] for s in subtasks], "reason": plan.reason}]},
-                   "subtask")
+                    "events": [{"type": "plan", "subtasks": [s["name"] for s in subtasks], "reason": plan.reason,
+                                **cut}]}, "subtask")
     index = state["subtask_index"]
     kept = state["plan"][:index]
     event = {"type": "replan", "failed": failed["subtask"], "subtasks": [s["name"] for s in subtasks],
-             "reason": plan.reason}
+             "reason": plan.reason, **cut}
     base = {**update, "failed": None, "replans": state.get("replans", 0) + 1, "events": [event]}
     if not subtasks:
         return _to({**base, "stop_reason": f"planner gave up after {failed['subtask']} failed: {plan.reason}"},
@@ -106,6 +108,18 @@ def planner(state: RLGPTState, runtime: Runtime[RunContext]) -> Command[Literal[
         return _to({**base, "plan": kept + subtasks, "skills": skills, "subtask_index": index + 1}, "subtask")
     # a different plan, a subtask that never succeeded, or the last one tried again: solve the new plan from here
     return _to({**base, "plan": kept + subtasks}, "subtask")
+
+
+def _ending_at_the_task(task_name: str, subtasks: list[SubtaskEntry]) -> tuple[list[SubtaskEntry], list[str]]:
+    """A plan cut after the task's own achievement, and the names dropped: nothing after it is needed (a SmolLM2
+    re-plan of "harvest log" added place_furnace, and the run spent its budget there). A score task has none."""
+    task = TASKS[task_name]
+    goal = task.achievement if not task.is_score else None
+    names = [s["name"] for s in subtasks]
+    if goal is None or goal not in names:
+        return subtasks, []
+    end = names.index(goal) + 1
+    return subtasks[:end], names[end:]
 
 
 def _learn_the_task(state: Mapping[str, Any], update: dict, why: str) -> Command | None:

@@ -368,8 +368,8 @@ def test_planner_node_keeps_a_sometimes_working_skill_or_stops():
     assert [s["name"] for s in retried.update["plan"]] == ["collect_wood", "place_table"]
     assert chain_skills({**_failed_state(0.25), **retried.update}, 0.5)["place_table"]["success_rate"] == 0.25
     # with a later subtask after it, the best attempt is kept and the run goes on
-    more = {**_failed_state(0.25), "plan": [*_failed_state(0.25)["plan"], {"name": "make_wood_pickaxe", "goal": "g",
-                                                                          "success_condition": "c"}]}
+    more = {**_failed_state(0.25), "task": "make_wood_pickaxe",
+            "plan": [*_failed_state(0.25)["plan"], {"name": "make_wood_pickaxe", "goal": "g", "success_condition": "c"}]}
     on = planner(more, _runtime(settings.model_copy(update={"task": "make_wood_pickaxe"})))
     assert on.update["subtask_index"] == 2 and on.update["skills"]["place_table"]["success_rate"] == 0.25
     # a re-plan that gives up while the budget lasts: the task itself, learned, once per run
@@ -382,6 +382,32 @@ def test_planner_node_keeps_a_sometimes_working_skill_or_stops():
     assert stopped.goto == "executor" and "gave up" in stopped.update["stop_reason"]
     limited = planner(_failed_state(0.25), _runtime(settings.model_copy(update={"max_replans": 0})))
     assert limited.goto == "executor" and "re-plan limit" in limited.update["stop_reason"]
+
+
+def test_a_plan_ends_at_the_tasks_own_achievement():
+    """A model's plan (or re-plan) that goes on past the task's achievement is cut there, and the event says what
+    was dropped: a SmolLM2 re-plan of "harvest log" added place_furnace and spent the budget on it."""
+    from types import SimpleNamespace
+
+    from nodes.context import RunContext
+    from nodes.planner import planner
+    from nodes.schemas import Plan
+    from nodes.settings import RunSettings
+    from nodes.state import initial_state
+
+    class Overreaching(ExpertModel):
+        def structured(self, role, messages, schema, context=None):
+            names = ("place_table", "place_furnace") if (context or {}).get("failed") else (
+                "collect_wood", "place_table", "place_furnace")  # a re-plan answers from the failed subtask on
+            return Plan(subtasks=[{"name": n, "goal": "g", "success_condition": "c"} for n in names], reason="r")
+
+    runtime = SimpleNamespace(context=RunContext(settings=RunSettings(task="place table"), model=Overreaching()))
+    fresh = planner(initial_state("place_table", "place table", 10_000), runtime)
+    assert [s["name"] for s in fresh.update["plan"]] == ["collect_wood", "place_table"]
+    assert fresh.update["events"][-1]["dropped_after_the_task"] == ["place_furnace"]
+    replan = planner(_failed_state(0.25), runtime)  # the failed last subtask, tried again: nothing after it
+    assert [s["name"] for s in replan.update["plan"]] == ["collect_wood", "place_table"]
+    assert "skills" not in replan.update and replan.update["events"][-1]["dropped_after_the_task"] == ["place_furnace"]
 
 
 def test_executor_gathers_what_a_coded_skill_lacks():
