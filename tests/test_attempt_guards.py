@@ -145,6 +145,15 @@ def test_a_building_block_the_slow_agent_plans_anew_is_written_again_from_its_ol
     human = messages_for("fast", context)[-1].content
     assert "Your code of outer iteration 1, written before the slow agent changed its plan for `walk_to_iron`" in human
     assert old_walk.splitlines()[0] in human
+    # a definition of it that a later answer (for mine_iron, in the next outer iteration) sent again is shown as
+    # that answer wrote it, what the tests load (nodes.attempt.rounds.live_code): not the first version
+    newer = "def walk_to_iron(game):\n    yield 'move_left'\n"
+    later = {"subtask": "collect_iron", "sub_action": "mine_iron", "version": 2, "plan": plan_of(mine),
+             "source": newer + "\n\ndef mine_iron(game):\n    yield 'do'\n", "outer_iter": 1}
+    state["code_versions"] = [*state["code_versions"], later]
+    lib = SubtaskCode(state, settings)
+    previous = _previous_attempt(state, "code", avoid_lava, lib)
+    assert previous is not None and previous["code"].strip() == newer.strip() and previous["outer_iter"] == 1
 
 
 def test_a_sub_action_that_replaces_a_built_in_or_a_helper_is_loaded_not_played_as_a_step():

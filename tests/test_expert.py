@@ -368,8 +368,8 @@ def test_planner_node_keeps_a_sometimes_working_skill_or_stops():
     assert [s["name"] for s in retried.update["plan"]] == ["collect_wood", "place_table"]
     assert chain_skills({**_failed_state(0.25), **retried.update}, 0.5)["place_table"]["success_rate"] == 0.25
     # with a later subtask after it, the best attempt is kept and the run goes on
-    more = {**_failed_state(0.25), "task": "make_wood_pickaxe",
-            "plan": [*_failed_state(0.25)["plan"], {"name": "make_wood_pickaxe", "goal": "g", "success_condition": "c"}]}
+    pickaxe = {"name": "make_wood_pickaxe", "goal": "g", "success_condition": "c"}
+    more = {**_failed_state(0.25), "task": "make_wood_pickaxe", "plan": [*_failed_state(0.25)["plan"], pickaxe]}
     on = planner(more, _runtime(settings.model_copy(update={"task": "make_wood_pickaxe"})))
     assert on.update["subtask_index"] == 2 and on.update["skills"]["place_table"]["success_rate"] == 0.25
     # a re-plan that gives up while the budget lasts: the task itself, learned, once per run
