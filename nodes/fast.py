@@ -580,26 +580,25 @@ def _previous_attempt(state: Mapping[str, Any], mode: str, sub_action: SubAction
         return cast(PreviousAttempt, previous)
     if lib.replanned(sub_action):
         latest = lib.latest[sub_action["name"]]
-        code, outer = newest_definitions(state, lib.subtask, latest)
+        code, outer = newest_definitions(lib, state, latest)
         return {"sub_action": sub_action["name"], "code": code, "outer_iter": outer, "replanned": True}
     return None
 
 
-def newest_definitions(state: Mapping[str, Any], subtask: str, version: Mapping[str, Any]) -> tuple[str, int]:
-    """A code version's definitions, each as the last answer in this subtask that sent it wrote it, and the outer
-    iteration of the newest of those answers: an answerer that rewrote `stay_alive` inside three answers for the
-    last piece was shown its first `stay_alive` as its code when the slow agent planned that one anew."""
+def newest_definitions(lib: SubtaskCode, state: Mapping[str, Any], version: Mapping[str, Any]) -> tuple[str, int]:
+    """A code version's definitions, each as its tests load it (`lib.versions`, nodes.attempt.rounds.live_code:
+    as the last answer that sent it wrote it), and the outer iteration of the newest answer that sent one: an
+    answerer that rewrote `stay_alive` inside three answers for the last piece was shown its first `stay_alive`
+    as its code when the slow agent planned that one anew."""
     own = definitions(str(version["source"]))
-    newest: dict[str, tuple[str, int]] = {}
-    for other in state.get("code_versions", []):
-        if other["subtask"] == subtask:
-            for key, source in definitions(other["source"]).items():
-                if key in own:
-                    newest[key] = (source, int(other.get("outer_iter") or 0))
-    if all(newest.get(key, (source,))[0] == source for key, source in own.items()):
+    live: dict[str, str] = {}
+    for source in lib.versions.values():
+        live.update({key: src for key, src in definitions(source).items() if key in own})
+    if all(live.get(key, source) == source for key, source in own.items()):
         return str(version["source"]), int(version.get("outer_iter") or 0)
-    return ("\n\n\n".join(newest.get(key, (source,))[0].rstrip() for key, source in own.items()) + "\n",
-            max(outer for _, outer in newest.values()))
+    outer = max(int(v.get("outer_iter") or 0) for v in state.get("code_versions", []) if v["subtask"] == lib.subtask
+                and any(definitions(v["source"]).get(key) == src for key, src in live.items()))
+    return "\n\n\n".join(live.get(key, source).rstrip() for key, source in own.items()) + "\n", outer
 
 
 def fast(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal["tools", "critic", "fast", "leave"]]:
