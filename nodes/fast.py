@@ -304,10 +304,13 @@ def helpers_compared_key(pool: Pool, helpers: Mapping[str, str]) -> str:
 def compares_now(state: Mapping[str, Any], subtask: str, judged: str, key: str, round_steps: int) -> bool:
     """Whether this round plays its seeds with the chain's helpers from before too: not for helpers already
     compared in this subtask as they are now, nor where the budget is short (`compare_budget_short`)."""
-    results = [r for r in state.get("results") or [] if r.get("subtask") == subtask and r.get("kind") == "code"]
-    if any((r.get("helpers_before") or {}).get("helpers_key") == key for r in results):
-        return False
-    return not compare_budget_short(state, subtask, judged, round_steps)
+    return not already_compared(state, subtask, key) and not compare_budget_short(state, subtask, judged, round_steps)
+
+
+def already_compared(state: Mapping[str, Any], subtask: str, key: str) -> bool:
+    """Whether a round of this subtask played the chain's helpers from before beside these rewrites (`key`)."""
+    return any((r.get("helpers_before") or {}).get("helpers_key") == key for r in state.get("results") or []
+               if r.get("subtask") == subtask and r.get("kind") == "code")
 
 
 def compare_budget_short(state: Mapping[str, Any], subtask: str, judged: str, round_steps: int) -> str:
@@ -318,12 +321,12 @@ def compare_budget_short(state: Mapping[str, Any], subtask: str, judged: str, ro
     own = [int(r.get("steps") or 0) for r in state.get("results") or [] if r.get("subtask") == subtask
            and r.get("kind") == "code" and r.get("sub_action") == judged and r.get("episodes")]
     left = budget_left(state)
+    if own and left < COMPARE_ROUNDS_LEFT * own[-1]:  # first: a lower `max_steps` does not change this one
+        return (f"{left:,} steps are left, fewer than {COMPARE_ROUNDS_LEFT} more rounds at your last round's "
+                f"{own[-1]:,} steps")
     if left < 2 * round_steps:
         return (f"both sets of tests at full length need {2 * round_steps:,} steps and {left:,} are left "
                 "(a lower `max_steps` lets them run)")
-    if own and left < COMPARE_ROUNDS_LEFT * own[-1]:
-        return (f"{left:,} steps are left, fewer than {COMPARE_ROUNDS_LEFT} more rounds at your last round's "
-                f"{own[-1]:,}")
     return ""
 
 
@@ -348,7 +351,7 @@ def helpers_before_text(result: Mapping[str, Any] | None) -> str:
     figures = f"{before.get('successes', 0)} of {before.get('episodes', 0)} succeeded"
     if before.get("prerequisites"):
         figures += f", {before.get('started', 0)} reached your action"
-    back = "".join(f"; a `{name}` that calls `{builtin_alias(name)}` goes back to the built-in"
+    back = "".join(f"; `def {name}(game): yield from {builtin_alias(name)}(game)` goes back to the built-in"
                    for name, whose in helpers.items() if whose == "the built-in")
     kept = ("that ranks above yours: a pass or fail keeps your code with the earlier one unless a later round "
             f"ranks higher (your next revision is tested with yours again{back})" if before.get("ranks_above")
@@ -781,7 +784,8 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
             judged = judged_sub_action(state["decomposition"])["name"]
             if helpers and compares_now(state, lib.subtask, judged, helpers_key, len(seeds) * max_steps):
                 program_before = test_program(before, lib.prefix, actions or [target["name"]], max_steps)[0]
-            elif helpers and (why := compare_budget_short(state, lib.subtask, judged, len(seeds) * max_steps)):
+            elif (helpers and not already_compared(state, lib.subtask, helpers_key)
+                  and (why := compare_budget_short(state, lib.subtask, judged, len(seeds) * max_steps))):
                 if test_program(before, lib.prefix, actions or [target["name"]], max_steps)[0] != program:
                     not_compared = {"helpers": helpers, "why": why}
             if program_before in ("", program):  # none due, or a lone action that calls none of them

@@ -206,9 +206,9 @@ def _library(entries: list[Mapping[str, Any]], shown: frozenset[str] = frozenset
         rate = e.get("success_rate")
         where = ("built-in" if e.get("kind") == "built-in" else "yours, this subtask" if e.get("this_subtask")
                  else f"from {e['subtask']}" if e.get("subtask") else str(e.get("kind", "code")))
-        where += f"; the built-in is {e['builtin_alias']}" if e.get("builtin_alias") else ""
         tag = where + (", not a coded action" if e.get("helper") else "") + (
-            f", success {rate:.2f}" if isinstance(rate, (int, float)) else "")
+            f", success {rate:.2f}" if isinstance(rate, (int, float)) else "") + (
+            f"; the built-in is {e['builtin_alias']}" if e.get("builtin_alias") else "")
         doc = " ".join(str(e.get("doc") or "").split())
         doc = doc if len(doc) <= DOC_CHARS else doc[:DOC_CHARS - 3] + "..."
         doc = "source under Few-shot examples" if e.get("name") in shown and e.get("kind") == "built-in" else doc
@@ -431,8 +431,8 @@ def _measured_text(result: Mapping[str, Any], action: str) -> str:
     note = ""
     if result.get("helpers"):  # two answerers read this beside the rewrite's own report as one measurement
         which = ", ".join(f"`{name}` ({whose})" for name, whose in result["helpers"].items())
-        note = (f"These runs played the earlier {which} in place of the rewrite, which ranked below it on the "
-                "same seeds: the report below is the rewrite's own.")
+        note = (f"These runs played the earlier {which} in place of the rewrite (the rewrite ranked lower on the "
+                "same seeds): the code and report below are the rewrite's.")
     runs, started = result.get("episodes"), result.get("started")
     if result.get("kind") != "code" or not result.get("prerequisites") or not runs or started is None:
         return (note + "\n" if note else "") + clip(fields, RESULT_CHARS)

@@ -473,6 +473,9 @@ def test_a_replaced_built_in_stays_callable_under_its_alias_in_tests_and_held_ou
     assert "- stay_alive [yours, this subtask; the built-in is builtin_stay_alive]: Drink first, then the built-in." \
         in lines
     assert not any(line.startswith("- builtin_") for line in lines) and "collect_food [built-in]" in lines[3]
+    # a learned skill's head carries the built-in explore as it is: no rewrite, no alias named
+    head = code_pool.pool_of([("collect_sapling", {"kind": "rl", "sources": [builtin_source("explore")]})])
+    assert [e.get("builtin_alias") for e in code_pool.listing(head) if e["name"] == "explore"] == [None]
     program = pool.program(["stay_alive"])
     body = builtin_source("stay_alive").split("\n", 1)[1]
     assert "def builtin_stay_alive(game):\n" + body in program and program.count("def collect_food(") == 1
@@ -620,8 +623,8 @@ def test_a_rewritten_stay_alive_is_kept_only_where_it_plays_at_least_as_well_as_
     assert held_out.sources["stay_alive"].strip() == builtin.strip()  # later tests and held-out play: the built-in
     assert "2 success" in text and ("the same seeds with the earlier `stay_alive` (the built-in) in place of yours: "
                                     "7 of 8 succeeded, 8 reached your action; that ranks above yours") in text, text
-    assert ("(your next revision is tested with yours again; a `stay_alive` that calls `builtin_stay_alive` goes "
-            "back to the built-in)") in text, text
+    assert ("(your next revision is tested with yours again; `def stay_alive(game): yield from "
+            "builtin_stay_alive(game)` goes back to the built-in)") in text, text
 
     current, text = measured(own_wins=5, before_wins=5)
     kept = current["best"]["collect_coal"]
@@ -632,6 +635,12 @@ def test_a_rewritten_stay_alive_is_kept_only_where_it_plays_at_least_as_well_as_
     state = {**current, "code_versions": state["code_versions"]}
     _, again = write(rewrite + "\n\n" + action.replace("yield 'do'", "yield 'noop'\n    yield 'do'"))
     assert len(again) == settings.code_test_episodes
+    # compared already: nothing said of a skipped comparison, even on a budget too short for one
+    compared = state
+    state = {**compared, "env_steps_spent": compared["budget_steps"] - 100}
+    command, _ = write(rewrite + "\n\n" + action.replace("yield 'do'", "yield 'noop'\n    yield 'noop'"))
+    assert "helpers_not_compared" not in command.update["last_attempt"]
+    state = compared
     _, again = write(rewrite.replace("rewritten", "rewritten again") + "\n\n" + action)
     assert len(again) == 2 * settings.code_test_episodes  # a new version is compared
     # and only while the budget leaves three more rounds of this size for its own tests
@@ -641,7 +650,7 @@ def test_a_rewritten_stay_alive_is_kept_only_where_it_plays_at_least_as_well_as_
     # the report says it was not compared, and why (the slow agent's prompt says it is, while the budget allows)
     assert helpers_not_compared_text(command.update["last_attempt"]) == (
         "not played with the earlier `stay_alive` (the built-in) in place of yours this round: 1,199 steps are "
-        "left, fewer than 3 more rounds at your last round's 400")
+        "left, fewer than 3 more rounds at your last round's 400 steps")
     # nor where both sets at their full length would not fit: no test is cut for it
     state = {**state, "env_steps_spent": state["budget_steps"] - 2 * 60 * settings.code_test_episodes + 1,
              "results": []}
@@ -717,8 +726,8 @@ def test_the_critic_judges_the_attempt_the_round_stands_for(tmp_path):
     command = critic(state, Runtime())
     assert seen["meets_target"] and seen["judged_count"] == (8, 8) and seen["result"]["success_rate"] == 1.0
     # the prompt says whose stay_alive these runs played: the report it shows is the rewrite's own
-    assert ("## Measured\nThese runs played the earlier `stay_alive` (the built-in) in place of the rewrite, which "
-            "ranked below it on the same seeds: the report below is the rewrite's own.\n") in seen["prompt"]
+    assert ("## Measured\nThese runs played the earlier `stay_alive` (the built-in) in place of the rewrite (the "
+            "rewrite ranked lower on the same seeds): the code and report below are the rewrite's.\n") in seen["prompt"]
     from prompts.templates import _measured_text
     chained = _measured_text({**before, "kind": "code", "prerequisites": ["collect_wood"], "started": 6,
                               "started_successes": 5}, "collect_coal")

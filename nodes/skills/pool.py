@@ -318,8 +318,8 @@ def signature_of(name: str, source: str) -> tuple[str, str]:
 
 def listing(pool: Pool, composed: Sequence[tuple[str, str]] = ()) -> list[dict[str, Any]]:
     """What the fast agent's prompt shows of the library, the same way every call: every callable function
-    of the pool (built-ins included, `pool_of`) with where it came from (a replaced built-in's names the alias
-    the built-in is called by), then the actions the graph composes for an action head, as (name, what it
+    of the pool (built-ins included, `pool_of`) with where it came from (a rewritten chain helper's line names
+    the alias the built-in is called by), then the actions the graph composes for an action head, as (name, what it
     does) (nodes.fast.SubtaskCode.graph_actions)."""
     out = []
     for name in pool.functions():
@@ -328,7 +328,8 @@ def listing(pool: Pool, composed: Sequence[tuple[str, str]] = ()) -> list[dict[s
             continue
         signature, doc = signature_of(name, pool.sources[name])
         alias = builtin_alias(name)
-        if (name in CHAIN_HELPERS and origin.get("kind") != "built-in"
+        if (name in CHAIN_HELPERS and origin.get("kind") != "built-in"  # a learned head's own copy is no rewrite
+                and pool.sources[name].strip() != builtin_source(name).strip()
                 and (pool.origin.get(alias) or {}).get("alias_of") == name):
             origin["builtin_alias"] = alias
         helper = name not in coded_action_names(pool.sources[name])  # a plain function, not a coded action
