@@ -301,12 +301,6 @@ def helpers_compared_key(pool: Pool, helpers: Mapping[str, str]) -> str:
     return hashlib.sha256(pool.program(helpers).encode()).hexdigest()[:16] if helpers else ""
 
 
-def compares_now(state: Mapping[str, Any], subtask: str, judged: str, key: str, round_steps: int) -> bool:
-    """Whether this round plays its seeds with the chain's helpers from before too: not for helpers already
-    compared in this subtask as they are now, nor where the budget is short (`compare_budget_short`)."""
-    return not already_compared(state, subtask, key) and not compare_budget_short(state, subtask, judged, round_steps)
-
-
 def already_compared(state: Mapping[str, Any], subtask: str, key: str) -> bool:
     """Whether a round of this subtask played the chain's helpers from before beside these rewrites (`key`)."""
     return any((r.get("helpers_before") or {}).get("helpers_key") == key for r in state.get("results") or []
@@ -336,8 +330,13 @@ def helpers_not_compared_text(attempt: Mapping[str, Any] | None) -> str:
     skipped = (attempt or {}).get("helpers_not_compared")
     if not skipped:
         return ""
-    which = ", ".join(f"`{name}` ({whose})" for name, whose in (skipped.get("helpers") or {}).items())
-    return f"not played with the earlier {which} in place of yours this round: {skipped.get('why')}"
+    return f"not played with the earlier {_helpers_named(skipped.get('helpers') or {})} in place of yours this " \
+           f"round: {skipped.get('why')}"
+
+
+def _helpers_named(helpers: Mapping[str, str]) -> str:
+    """"`stay_alive` (the built-in)", one per rewritten chain helper, as the report lines name them."""
+    return ", ".join(f"`{name}` ({whose})" for name, whose in helpers.items())
 
 
 def helpers_before_text(result: Mapping[str, Any] | None) -> str:
@@ -347,7 +346,7 @@ def helpers_before_text(result: Mapping[str, Any] | None) -> str:
     if not before:
         return ""
     helpers = before.get("helpers") or {}
-    which = ", ".join(f"`{name}` ({whose})" for name, whose in helpers.items())
+    which = _helpers_named(helpers)
     figures = f"{before.get('successes', 0)} of {before.get('episodes', 0)} succeeded"
     if before.get("prerequisites"):
         figures += f", {before.get('started', 0)} reached your action"
@@ -782,14 +781,14 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
             helpers, before = chain_helpers_before(lib.solved, pool, actions or [target["name"]])
             helpers_key = helpers_compared_key(pool, helpers)
             judged = judged_sub_action(state["decomposition"])["name"]
-            if helpers and compares_now(state, lib.subtask, judged, helpers_key, len(seeds) * max_steps):
-                program_before = test_program(before, lib.prefix, actions or [target["name"]], max_steps)[0]
-            elif (helpers and not already_compared(state, lib.subtask, helpers_key)
-                  and (why := compare_budget_short(state, lib.subtask, judged, len(seeds) * max_steps))):
-                if test_program(before, lib.prefix, actions or [target["name"]], max_steps)[0] != program:
-                    not_compared = {"helpers": helpers, "why": why}
-            if program_before in ("", program):  # none due, or a lone action that calls none of them
-                helpers, program_before = {}, ""
+            # once per version of the rewrites, where it changes what plays, and only while the budget allows
+            if helpers and not already_compared(state, lib.subtask, helpers_key):
+                candidate = test_program(before, lib.prefix, actions or [target["name"]], max_steps)[0]
+                why = compare_budget_short(state, lib.subtask, judged, len(seeds) * max_steps)
+                if candidate != program:  # else a lone action that calls none of them
+                    program_before, not_compared = ("", {"helpers": helpers, "why": why}) if why else (candidate, {})
+            if not program_before:
+                helpers = {}
     else:  # the sandbox says what is wrong with it (a syntax error, a missing function); one seed tells
         program, action, seeds = with_library(lib.pool, code), target["name"], seeds[:1]
     # the same program on the same seeds is the same test: it would only spend the budget, and the critic judges
@@ -811,7 +810,7 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
         return Command(goto="fast", update=update)
     base = {"code": program, "task": subtask, "max_steps": max_steps, **({"action": action} if action else {})}
     calls = [_call(CODE_TOOL, {**base, "seed": int(seed)}) for seed in seeds]
-    if helpers:  # after the round's own tests, on the same seeds (compares_now: both fit the budget at full length)
+    if helpers:  # after the round's own tests, on the same seeds (compare_budget_short: both fit at full length)
         calls += [_call(CODE_TOOL, {**base, "code": program_before, "seed": int(seed)}, prefix=HELPERS_BEFORE)
                   for seed in seeds]
     repaired = revision - int(state.get("inner_iter", 0))

@@ -113,8 +113,7 @@ def planner(state: RLGPTState, runtime: Runtime[RunContext]) -> Command[Literal[
 def _ending_at_the_task(task_name: str, subtasks: list[SubtaskEntry]) -> tuple[list[SubtaskEntry], list[str]]:
     """A plan cut after the task's own achievement, and the names dropped: nothing after it is needed (a SmolLM2
     re-plan of "harvest log" added place_furnace, and the run spent its budget there). A score task has none."""
-    task = TASKS[task_name]
-    goal = task.achievement if not task.is_score else None
+    goal = TASKS[task_name].achievement  # None for a score task
     names = [s["name"] for s in subtasks]
     if goal is None or goal not in names:
         return subtasks, []
