@@ -82,6 +82,7 @@ from nodes.skills.pool import (
     missing_problem,
     prefix_action,
     relocate_lines,
+    reserved_problem,
     restored,
     revised,
     size_problem,
@@ -799,7 +800,8 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
     if last.get("max_steps") == max_steps and (last.get("program") == tested_as or (
             "program" not in last and last.get("sub_action") == target["name"] and last.get("code") == code)):
         return to_critic(update, "the fast agent resubmitted unchanged code")
-    too_big = (size_problem(pool if defined else lib.pool, program, [target["name"]], MAX_SOURCE_CHARS)
+    too_big = (reserved_problem(code)
+               or size_problem(pool if defined else lib.pool, program, [target["name"]], MAX_SOURCE_CHARS)
                or missing_problem(program))
     if too_big:  # refused before any step is spent, with what is large or missing: the model answers again
         update = {**update, "code_versions": version, "inner_iter": revision,

@@ -23,6 +23,7 @@ from pydantic import (
 
 from envs.tasks import ACHIEVEMENTS, get_task
 from prompts.facts import Kind, TemplateKind, Verdict  # one definition: the state's entries and the prompts use them
+from prompts.fewshot import BUILTIN_PREFIX
 
 NAME_RE = r"^[a-z][a-z0-9_]{0,47}$"
 MAX_SUB_ACTIONS = 8
@@ -92,9 +93,11 @@ class SubAction(BaseModel):
     @field_validator("name")
     @classmethod
     def _not_reserved(cls, value: str) -> str:
-        # the names the graph gives its own coded actions: the test chain, the solved prefix, the executor's
-        if value == "main" or value.startswith(("reach_", "play_")):
-            raise ValueError(f"'{value}' is a name the graph uses for its own coded actions; pick another")
+        # the names the graph gives its own coded actions (the test chain, the solved prefix, the executor's) and
+        # the library's names for the built-ins a rewrite replaces
+        if value == "main" or value.startswith(("reach_", "play_", BUILTIN_PREFIX)):
+            raise ValueError(f"'{value}' is a name the graph uses for its own coded actions or the built-ins; "
+                             "pick another")
         return value
     kind: Kind = Field(description="'code' (a program over the game API) or 'rl' (learned with PPO)")
     reason: Prose300 = Field(description="why code or RL for this sub-action")

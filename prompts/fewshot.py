@@ -172,11 +172,14 @@ CHAIN_HELPERS = ("explore", "stay_alive", "collect_drink", "collect_food")
 BUILTIN_ACTIONS = (*CHAIN_HELPERS, *_SWORD_AFTER.values())
 
 
+BUILTIN_PREFIX = "builtin_"  # reserved: a model's code or sub-action may not define a name starting with it
+
+
 def builtin_alias(name: str) -> str:
     """The name a built-in chain helper (CHAIN_HELPERS) keeps beside its own, so that a model that replaces it
     can still call it (to build on it, or to go back to it: an answerer pasted the built-in's source to undo its
     own `stay_alive`, against the 8,000-character answer); nodes.skills.pool.builtin_pool holds both."""
-    return f"builtin_{name}"
+    return f"{BUILTIN_PREFIX}{name}"
 
 
 def builtin_source(name: str) -> str:

@@ -21,7 +21,7 @@ def _code(name: str) -> dict:
 
 
 def test_the_graphs_own_action_names_are_refused():
-    for name in ("main", "reach_collect_wood", "play_place_table"):
+    for name in ("main", "reach_collect_wood", "play_place_table", "builtin_stay_alive"):
         with pytest.raises(ValidationError, match="the graph uses"):
             SubAction(name=name, kind="code", reason="r")
 
@@ -231,6 +231,34 @@ def test_the_last_piece_to_write_is_said_to_start_the_test_and_a_resend_of_the_s
     again = _write_code(state, {}, settings, lib, mine, {"code": action, "max_steps": None}, [],
                         AIMessage(content=""))
     assert again.goto == "critic" and "unchanged" in again.update["fast_error"]
+
+
+def test_code_that_defines_a_built_ins_alias_is_refused_before_a_step_and_asked_again(tmp_path):
+    """A model that defined `builtin_stay_alive` itself replaced the built-in under its alias too, while the
+    reports still called it the built-in. Such code is refused with the name and what to do instead; no test
+    is run, and the fast agent answers again (a repair)."""
+    from nodes.fast import SubtaskCode, _write_code
+
+    mine = SubAction(name="collect_coal", kind="code", reason="dig to coal").model_dump()
+    state: dict = {"plan": [{"name": "collect_coal", "goal": "g", "success_condition": "c"}], "subtask_index": 0,
+                   "skills": {}, "outer_iter": 0, "last_attempt": None, "messages": [], "budget_steps": 100_000,
+                   "decomposition": {"subtask": "collect_coal", "reason": "", "sub_actions": [mine]},
+                   "code_versions": []}
+    settings = RunSettings(out_dir=tmp_path, task="collect_coal", test_max_steps=50)
+    code = ("def builtin_stay_alive(game):\n    yield 'noop'\n\n\n"
+            "def collect_coal(game):\n    yield from builtin_stay_alive(game)\n    yield 'do'\n")
+    command = _write_code(state, {}, settings, SubtaskCode(state, settings), mine, {"code": code, "max_steps": None},
+                          [mine], AIMessage(content=""))
+    assert command.goto == "fast" and "messages" not in command.update  # no tool call: nothing played
+    report = command.update["last_attempt"]["report"]
+    assert report.startswith("your code defines builtin_stay_alive: names starting with `builtin_` are the "
+                             "library's") and "no step was spent" in report
+    # calling the alias is what it is for: the same action without the definition goes to its test
+    fine = code.split("\n\n\n", 1)[1]
+    state = {**state, "last_attempt": command.update["last_attempt"], "inner_iter": command.update["inner_iter"]}
+    again = _write_code(state, {}, settings, SubtaskCode(state, settings), mine, {"code": fine, "max_steps": None},
+                        [mine], AIMessage(content=""))
+    assert again.goto == "tools" and again.update["messages"][0].tool_calls
 
 
 def test_the_critic_of_the_plans_last_subtask_judges_every_run_of_the_chain_too(tmp_path):

@@ -22,6 +22,7 @@ from typing import Any
 
 from prompts.fewshot import (
     BUILTIN_ACTIONS,
+    BUILTIN_PREFIX,
     CHAIN_HELPERS,
     builtin_alias,
     builtin_source,
@@ -455,6 +456,18 @@ def missing_problem(program: str) -> str | None:
             f"defines (a function written for a sub-action is dropped with it when a new decomposition leaves "
             f"that sub-action out). Nothing was run and no step was spent: define it in your code, or stop "
             f"calling it.")
+
+
+def reserved_problem(code: str) -> str | None:
+    """Why the model's code cannot be used: it defines a name starting with `builtin_`, which the library keeps
+    for the built-ins a model may replace (`builtin_stay_alive`, ...: a definition would take the built-in's
+    place under that name, and the reports would still call it the built-in). None when it defines none."""
+    taken = [name for name in definitions(code) if name.startswith(BUILTIN_PREFIX)]
+    if not taken:
+        return None
+    return (f"your code defines {', '.join(taken)}: names starting with `{BUILTIN_PREFIX}` are the library's, for "
+            f"the built-ins a rewrite replaces (call them, do not define them). Nothing was run and no step was "
+            f"spent: rename it, or write the helper under its own name (e.g. `stay_alive`) to replace the built-in.")
 
 
 _LINE_IN = re.compile(r"\bline (\d+) in ([A-Za-z_][A-Za-z0-9_]*)\b")
