@@ -42,7 +42,7 @@ from nodes.entries import CritiqueEntry, FailedEntry, MeasuredResult, SubActionE
 from nodes.exits import exit_to
 from nodes.fast import start_attempt_update
 from nodes.limits import MIN_TRAIN_STEPS, budget_left, limit_reached
-from nodes.models.base import ModelOutputError
+from nodes.models.base import ModelOutputError, prompt_room_of
 from nodes.schemas import Critique
 from nodes.settings import RunSettings
 from nodes.skills.records import save_skill
@@ -201,6 +201,7 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
         "same_seeds": _rates_on_the_same_seeds(current.get("results", []), result),  # the own tests' seeds
         "verdict_rules": verdict_rules(settings, inner, outer, judged["kind"],
                                        state.get("task") in TASKS and TASKS[state["task"]].is_score),
+        "room": prompt_room_of(model),
     }
     try:
         critique: Critique = model.structured("critic", messages_for("critic", context), Critique, context)

@@ -68,7 +68,7 @@ from nodes.entries import (
 )
 from nodes.exits import exit_to
 from nodes.limits import MIN_TRAIN_STEPS, budget_left, fit_calls_to_budget, limit_reached, train_steps_within
-from nodes.models.base import ModelOutputError
+from nodes.models.base import ModelOutputError, prompt_room_of
 from nodes.schemas import MAX_CODE_CHARS, TrainPolicy, configure_rl_answer, write_code_answer
 from nodes.settings import RunSettings
 from nodes.skills.pool import (
@@ -100,11 +100,10 @@ from nodes.starts import STARTS_FOLDER, chain_starts, starts_text, write_start_s
 from nodes.state import AttemptState, current_decomposition, log_lengths, with_update
 from prompts.facts import FastFacts, RLFacts
 from prompts.fewshot import examples_for
-from prompts.templates import messages_for
+from prompts.templates import COMPACT, PROMPT_ROOMS, messages_for
 from sandbox.lint import MAX_SOURCE_CHARS
 
 MAX_TOOL_ROUNDS = 6  # non-measuring tool rounds (configure_rl, plugin tools) per attempt
-REPORT_CHARS = 2350   # the test report the fast agent and the critic read (the largest call stays in 8,000 tokens)
 TESTED_REPORT_CHARS = 700  # a head entry's test report, shown with the training's configuration
 # a repair of a program longer than this shows no stay_alive example: with its code and its report the call
 # would pass 8,000 tokens (eat_plant's repair measured 8,414 with it)
@@ -359,10 +358,11 @@ def helpers_before_text(result: Mapping[str, Any] | None) -> str:
     return f"the same seeds with the earlier {which} in place of yours: {figures}; {kept}"
 
 
-def report_text(state: Mapping[str, Any], settings: RunSettings) -> str:
+def report_text(state: Mapping[str, Any], settings: RunSettings, room: str = COMPACT.name) -> str:
     """The last code-test round as the fast agent and the critic read it (its numbers are the round's
     result, nodes.attempt.rounds.record_round), its seeds set against the round before it of the same
-    sub-action, and the chain's stay_alive named by who wrote it."""
+    sub-action, and the chain's stay_alive named by who wrote it; as long as the model's prompt room allows
+    (prompts.templates.PROMPT_ROOMS)."""
     from tools.run_code import summarise_reports_for_agent  # heavy (the sandbox): only with a code round
 
     messages = state.get("messages") or []
@@ -370,7 +370,7 @@ def report_text(state: Mapping[str, Any], settings: RunSettings) -> str:
                           if m.name == CODE_TOOL and not plays_helpers_before(m)]
     if not reports:
         return ""
-    text = summarise_reports_for_agent(reports, max_chars=REPORT_CHARS,
+    text = summarise_reports_for_agent(reports, max_chars=PROMPT_ROOMS[room].report_chars,
                                        prerequisites=prerequisite_achievements(state),
                                        judged=judged_functions(state["decomposition"], replaced_names(state)),
                                        last_round=_round_before(state),
@@ -471,8 +471,9 @@ def in_run_names(examples: dict[str, str], state: Mapping[str, Any], pool: Pool)
 
 
 def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCode, mode: Kind,
-                 sub_action: SubActionEntry, round_: list[ToolMessage]) -> FastFacts:
-    """The facts of this call: what the prompt shows and what the rule-based expert reasons on."""
+                 sub_action: SubActionEntry, round_: list[ToolMessage], room: str = COMPACT.name) -> FastFacts:
+    """The facts of this call: what the prompt shows and what the rule-based expert reasons on. `room`: how
+    much of the long texts the model's prompts hold (prompts.templates.PROMPT_ROOMS)."""
     subtask = lib.subtask
     decomposition: DecompositionEntry = state["decomposition"]
     left = budget_left(state)
@@ -485,11 +486,12 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCo
         "reused": reused_skills(decomposition, lib) if mode == "code" else [],  # a policy writes no code
         # the actions the graph composes go on an action head only: listed when a policy is configured
         "library": listing(lib.pool, lib.graph_actions() if mode == "rl" else []),
-        # the chain's own stay_alive, where tests replay earlier skills and the model has not replaced it; not
-        # beside a long program under repair, whose code and report fill the call (the library still lists it)
+        # the chain's own stay_alive, where tests replay earlier skills and the model has not replaced it; in a
+        # compact prompt not beside a long program under repair, whose code and report fill the call (the
+        # library still lists it)
         "examples": in_run_names(examples_for(sub_action.get("template"), chain_survival=bool(lib.prefix) and (
             lib.pool.origin.get("stay_alive", {}).get("kind") == "built-in") and (
-            len(last_attempt.get("code") or "") <= REPAIR_WITH_SURVIVAL_CHARS if repair
+            (room != COMPACT.name or len(last_attempt.get("code") or "") <= REPAIR_WITH_SURVIVAL_CHARS) if repair
             else sub_action.get("template") not in NO_SURVIVAL_EXAMPLE_KINDS), repair=repair), state, lib.pool),
         "last_attempt": state.get("last_attempt"), "feedback": (state.get("feedback") or {}).get("feedback"),
         "previous_attempt": _previous_attempt(state, mode, sub_action, lib),
@@ -498,7 +500,7 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCo
                    "pass_rule": pass_rule_text(n_seeds, settings.target_success,
                                                whole_chain=ends_the_chain(state, settings.task)),
                    "max_code_chars": MAX_CODE_CHARS},
-        "skill_threshold": settings.skill_threshold,
+        "skill_threshold": settings.skill_threshold, "room": room,
         # for the expert (not rendered): the library's sources and the skills' entries
         "sources": dict(lib.pool.sources), "prefix": list(lib.prefix),
     }
@@ -633,7 +635,7 @@ def fast(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal["
         mode, target = "rl", policies[-1]
     else:
         mode, target = "code", judged_sub_action(decomposition)
-    context = fast_context(current, settings, lib, mode, target, round_)
+    context = fast_context(current, settings, lib, mode, target, round_, prompt_room_of(model))
     if mode == "code":  # a building block of a coded decomposition is only loaded: its tool says so
         schema: Any = write_code_answer(target["name"], building_block=not policies and len(pending) > 1)
     elif context.get("configured"):

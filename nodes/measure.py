@@ -36,6 +36,7 @@ from nodes.attempt.rounds import ends_the_chain, measure_event, record_round
 from nodes.context import RunContext, context_of
 from nodes.entries import learned
 from nodes.fast import TESTED_REPORT_CHARS, SubtaskCode, report_text
+from nodes.models.base import prompt_room_of
 from nodes.settings import RunSettings
 from nodes.starts import save_test_ends
 from nodes.state import AttemptState, current_decomposition, with_update
@@ -43,6 +44,7 @@ from nodes.state import AttemptState, current_decomposition, with_update
 
 def measure(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal["fast", "critic"]]:
     settings = context_of(runtime).settings
+    room = prompt_room_of(context_of(runtime).model)  # how long a report the model's prompts hold
     update, _ = record_round(state)
     round_ = last_tool_round(list(state.get("messages") or []))
     if "counted_round" in update:  # counted now, not a round a resumed checkpoint had counted already
@@ -56,12 +58,12 @@ def measure(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Litera
     if not any(m.name == CODE_TOOL for m in round_):
         return Command(goto="fast", update=update)
     if trains:  # a building block of the policy's head, tested before the training
-        _file_head_test(state, update, settings)
+        _file_head_test(state, update, settings, room)
         return Command(goto="fast", update=update)
     current = with_update(state, update)
     measured = current.get("last_result") or {}
     update["last_attempt"] = {
-        **(state.get("last_attempt") or {}), "report": report_text(current, settings),
+        **(state.get("last_attempt") or {}), "report": report_text(current, settings, room),
         "result": {k: measured.get(k) for k in ("success_rate", "success_given_start", "started", "episodes",
                                                 "prerequisites", "outcomes", "per_seed")}}
     # the round passes on the attempt a verdict would keep: with the chain's helpers before a rewrite, where
@@ -74,13 +76,13 @@ def measure(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Litera
     return Command(goto="fast", update=update)
 
 
-def _file_head_test(state: Mapping[str, Any], update: dict, settings: RunSettings) -> None:
+def _file_head_test(state: Mapping[str, Any], update: dict, settings: RunSettings, room: str) -> None:
     """A coded building block of the policy's head was tested before training: its report goes with the
     training's configuration (the critic judges the training, which plays it)."""
     current = with_update(state, update)
     measured = current.get("last_result") or {}
     tested = (state.get("last_attempt") or {}).get("sub_action")
-    report = report_text(current, settings)
+    report = report_text(current, settings, room)
     update["code_tested"] = [*(state.get("code_tested") or []), {
         "sub_action": tested, "report": report[:TESTED_REPORT_CHARS],
         "successes": measured.get("successes"), "episodes": measured.get("episodes")}]

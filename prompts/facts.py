@@ -189,6 +189,7 @@ class FastFacts(TypedDict):
     previous_attempt: PreviousAttempt | None
     limits: FastLimits
     skill_threshold: NotRequired[float]  # the rate at which a kept skill counts as passing (RunSettings)
+    room: NotRequired[str]               # how much of the long texts to show (prompts.templates.PROMPT_ROOMS)
     sources: dict[str, str]              # not rendered: the library's sources, for the expert
     prefix: list[str]                    # not rendered: the solved skills' entries a test replays
     rl: NotRequired[RLFacts]             # rl mode
@@ -227,3 +228,4 @@ class CriticFacts(TypedDict):
     chain_count: NotRequired[tuple[int, int] | None]  # the plan's last subtask: (successes, runs) over every run
     same_seeds: list[float]              # the judged rates of earlier code attempts of it on these test seeds
     verdict_rules: str
+    room: NotRequired[str]               # how much of the long texts to show (prompts.templates.PROMPT_ROOMS)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, overload
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
@@ -26,16 +27,48 @@ from prompts.rules import achievements, game_facts, recipes, rule_sheet
 
 ROLES = ("planner", "slow", "fast", "critic")
 
-# Character caps of the long texts, sized so that the fast prompt at depth stays near 20k characters.
-REPORT_CHARS = 2600
-CODE_CHARS = 1800
-CRITIC_CODE_CHARS = 3000  # the critic judges the code: it sees more of it than the fast agent's reminder
 FEEDBACK_CHARS = 600  # what a Critique's feedback holds
-RESULT_CHARS = 1500
 CONFIG_CHARS = 600  # a validated RL configuration: the model only has to see that it passed
 DOC_CHARS = 140
-LIBRARY_LINES = 12  # coded actions listed with signature and doc; the rest by signature (or name) only
-REST_CHARS = 600
+
+
+@dataclass(frozen=True)
+class PromptRoom:
+    """Character caps of the long texts of the fast and critic prompts, by the room the model's window leaves.
+
+    `compact` keeps every call of a run inside SmolLM2's 8,192-token window (benchmarks/prompt_budget.py): the
+    fast prompt at depth near 20k characters, its last code and test report cut. `roomy` is for a model with a
+    large window (a served model whose window is unknown or large, a `file:` answerer): it sees its whole last
+    code (a model with no memory of its answers repairs from what the prompt shows), the critic the whole
+    judged code, and a report with every failing seed's line in full and more seeds in detail (answerers
+    repairing deaths in a long chain read most seeds cut to "... before your action ...")."""
+    name: str
+    report_chars: int  # the code-test report as nodes.fast.report_text makes it
+    code_chars: int  # the fast agent's last code
+    critic_code_chars: int  # the critic judges the code: it sees more of it than the fast agent's reminder
+    result_chars: int
+    library_lines: int  # coded actions listed with signature and doc; the rest by signature (or name) only
+    rest_chars: int
+
+    @property
+    def shown_report_chars(self) -> int:
+        """The report's cap in a prompt: a little above the summary's, for the lines added after it."""
+        return self.report_chars + 250
+
+
+COMPACT = PromptRoom("compact", report_chars=2350, code_chars=1800, critic_code_chars=3000, result_chars=1500,
+                     library_lines=12, rest_chars=600)
+ROOMY = PromptRoom("roomy", report_chars=7000, code_chars=8400, critic_code_chars=8400, result_chars=3000,
+                   library_lines=40, rest_chars=2000)
+PROMPT_ROOMS = {room.name: room for room in (COMPACT, ROOMY)}
+
+
+def room_of(c: Mapping[str, Any]) -> PromptRoom:
+    """The room a prompt context asks for (its `room` key; compact where it names none)."""
+    name = c.get("room") or COMPACT.name
+    if name not in PROMPT_ROOMS:
+        raise ContextError(f"unknown prompt room {name!r}; rooms: {', '.join(PROMPT_ROOMS)}")
+    return PROMPT_ROOMS[name]
 
 
 class ContextError(ValueError):
@@ -199,10 +232,10 @@ def _signature(e: Mapping[str, Any]) -> str:
     return str(e.get("name")) if signature == f"{e.get('name')}(game)" and not e.get("helper") else signature
 
 
-def _library(entries: list[Mapping[str, Any]], shown: frozenset[str] = frozenset()) -> str:
+def _library(entries: list[Mapping[str, Any]], shown: frozenset[str] = frozenset(), room: PromptRoom = COMPACT) -> str:
     """One line per coded action; `shown`: names whose source the prompt's examples hold (no docstring then)."""
     lines = []
-    for e in entries[:LIBRARY_LINES]:
+    for e in entries[:room.library_lines]:
         rate = e.get("success_rate")
         where = ("built-in" if e.get("kind") == "built-in" else "yours, this subtask" if e.get("this_subtask")
                  else f"from {e['subtask']}" if e.get("subtask") else str(e.get("kind", "code")))
@@ -213,9 +246,9 @@ def _library(entries: list[Mapping[str, Any]], shown: frozenset[str] = frozenset
         doc = doc if len(doc) <= DOC_CHARS else doc[:DOC_CHARS - 3] + "..."
         doc = "source under Few-shot examples" if e.get("name") in shown and e.get("kind") == "built-in" else doc
         lines.append(f"- {_signature(e)} [{tag}]" + (f": {doc}" if doc else ""))
-    rest = [_signature(e) for e in entries[LIBRARY_LINES:]]
-    if sum(len(r) + 2 for r in rest) > REST_CHARS:  # every name still, without its arguments
-        rest = [str(e.get("name")) for e in entries[LIBRARY_LINES:]]
+    rest = [_signature(e) for e in entries[room.library_lines:]]
+    if sum(len(r) + 2 for r in rest) > room.rest_chars:  # every name still, without its arguments
+        rest = [str(e.get("name")) for e in entries[room.library_lines:]]
     if rest:
         lines.append(f"- also loaded: {', '.join(rest)}")
     return "\n".join(lines)
@@ -239,13 +272,13 @@ def _examples(examples: Mapping[str, str], builtins: frozenset[str], writing: st
     return "\n".join(f"{heading(name)}\n```python\n{src.rstrip()}\n```" for name, src in examples.items())
 
 
-def _last_attempt(last: Mapping[str, Any] | None, mode: str) -> tuple[str, str]:
+def _last_attempt(last: Mapping[str, Any] | None, mode: str, room: PromptRoom = COMPACT) -> tuple[str, str]:
     if not last or not (last.get("code") or last.get("report")):
         return "", ""
     title = f"Your last {'code' if mode == 'code' else 'training'}"
     body = ""
     if last.get("code"):
-        body += f"```python\n{clip(str(last['code']).rstrip(), CODE_CHARS)}\n```\n"
+        body += f"```python\n{clip(str(last['code']).rstrip(), room.code_chars)}\n```\n"
     if last.get("report"):
         title += " and what happened"
         fix = ("the code (code sent again unchanged goes to the critic untested)" if mode == "code"
@@ -263,7 +296,7 @@ def _last_attempt(last: Mapping[str, Any] | None, mode: str) -> tuple[str, str]:
                    "`stay_alive` you write changes those; code sent again unchanged goes to the critic untested.")
         else:
             ask = f"Find the cause of the failure in the report and fix it in {fix}."
-        body += f"Report:\n{clip(str(last['report']).rstrip(), REPORT_CHARS)}\n{ask}"
+        body += f"Report:\n{clip(str(last['report']).rstrip(), room.shown_report_chars)}\n{ask}"
     if last.get("revision") is not None:
         title += f" (revision {last['revision']} of {last.get('max_revisions', '?')})"
     return title, body
@@ -320,7 +353,7 @@ def _render_fast(c: FastFacts) -> str:
     last_attempt (or previous_attempt, the code the critic sent back), feedback, limits, rl / configured
     (configured_view: the same with coded actions by name) / configure_error (rl mode)."""
     _require("fast", c, "subtask", "sub_action")
-    mode, action = _mode(c), c["sub_action"]
+    mode, action, room = _mode(c), c["sub_action"], room_of(c)
     name = action.get("name")
     template = action.get("template") if action.get("template") != "custom" else None
     todo = _pairs({"template": template, "target": action.get("target"),
@@ -333,10 +366,10 @@ def _render_fast(c: FastFacts) -> str:
     if kept:  # an answerer expected to be asked for those next, and its test ran on this answer alone
         job += (f" The other pieces keep their code from before ({', '.join(f'`{k}`' for k in kept)}; send one "
                 "again in this answer only to change it): the test of the whole decomposition runs on this answer.")
-    attempt_title, attempt = _last_attempt(c.get("last_attempt"), mode)
+    attempt_title, attempt = _last_attempt(c.get("last_attempt"), mode, room)
     previous = c.get("previous_attempt")
     if not attempt and previous:
-        attempt_title, attempt = _last_attempt(previous, mode)
+        attempt_title, attempt = _last_attempt(previous, mode, room)
         outer = int(previous.get("outer_iter") or 0) + 1
         attempt_title = (f"Your code of outer iteration {outer}, written before the slow agent changed its plan for "
                          f"`{name}` (resend it unchanged if it still fits the new plan)" if previous.get("replanned")
@@ -351,7 +384,7 @@ def _render_fast(c: FastFacts) -> str:
         _section("Your job now", job),
         _section("Library: coded actions already written" + (
             " (call with `yield from name(game)`)" if mode == "code" else ""),
-            _library(list(c.get("library") or []), shown)),
+            _library(list(c.get("library") or []), shown, room)),
     ]
     if mode == "code":
         parts.append(_section("Few-shot examples", _examples(examples, shown, str(action.get("name") or ""))))
@@ -364,7 +397,8 @@ def _render_fast(c: FastFacts) -> str:
         parts += [
             _section("Coded actions available for the action head", ", ".join(rl.pop("coded_actions", None) or [])),
             _section("Left out of the action head", left_out),
-            _section("Your coded actions, tested before the training", tested and clip(tested, REPORT_CHARS // 2)),
+            _section("Your coded actions, tested before the training",
+                     tested and clip(tested, room.shown_report_chars // 2)),
             _section("total_steps bounds", bounds),
             _section("About the training", _pairs(rl)),
             _section("Validated configuration: answer TrainPolicy now",
@@ -401,7 +435,7 @@ def _render_critic(c: CriticFacts) -> str:
     """Keys: subtask, sub_action, result, code, report, fast_error, target, pass_rule, meets_target,
     judged_count, best_by_kind, loops, budget_left, verdict_rules."""
     _require("critic", c, "subtask", "sub_action")
-    action, code, report = c["sub_action"], c.get("code"), c.get("report")
+    action, code, report, room = c["sub_action"], c.get("code"), c.get("report"), room_of(c)
     facts = [f"Target success rate: {c.get('target')}." if c.get("target") is not None else "",
              f"Pass rule: {c['pass_rule']}." if c.get("pass_rule") else "",
              _target_verdict(c) if c.get("meets_target") is not None else "",
@@ -414,16 +448,16 @@ def _render_critic(c: CriticFacts) -> str:
     return "".join([
         _section("Subtask", _subtask_line(c["subtask"])),
         _section("Sub-action judged", f"{action.get('name')} ({action.get('kind')})"),
-        _section("Measured", _measured_text(c.get("result") or {}, str(action.get("name")))),
+        _section("Measured", _measured_text(c.get("result") or {}, str(action.get("name")), room.result_chars)),
         _section("Where it stands", "\n".join(f for f in facts if f)),
-        _section("The judged code", code and f"```python\n{clip(code.rstrip(), CRITIC_CODE_CHARS)}\n```"),
-        _section("The test report the fast agent saw", report and clip(report.rstrip(), REPORT_CHARS)),
+        _section("The judged code", code and f"```python\n{clip(code.rstrip(), room.critic_code_chars)}\n```"),
+        _section("The test report the fast agent saw", report and clip(report.rstrip(), room.shown_report_chars)),
         _section("The fast agent's error (no answer of it could be used)", c.get("fast_error")),
         _section("What the graph does with your verdict now", c.get("verdict_rules")),
     ]) + "Answer with the Critique."
 
 
-def _measured_text(result: Mapping[str, Any], action: str) -> str:
+def _measured_text(result: Mapping[str, Any], action: str, limit: int = COMPACT.result_chars) -> str:
     """The measured result, led by its two rates in words where a test replayed earlier skills first (an
     answerer read 'successes 6; success_rate 0.75' as the count the pass rule judged: 6 of 7 that reached it),
     and by which chain helpers played where they are not the code's own."""
@@ -435,14 +469,14 @@ def _measured_text(result: Mapping[str, Any], action: str) -> str:
                 "same seeds): the code and report below are the rewrite's.")
     runs, started = result.get("episodes"), result.get("started")
     if result.get("kind") != "code" or not result.get("prerequisites") or not runs or started is None:
-        return (note + "\n" if note else "") + clip(fields, RESULT_CHARS)
+        return (note + "\n" if note else "") + clip(fields, limit)
     lead = f"In words: {result.get('successes')} of {runs} test runs succeeded from a fresh world (success_rate); "
     lead += (f"{started} of the {runs} reached {action} after the earlier skills, and "
              f"{result.get('started_successes')} of those succeeded (success_given_start: the rate the pass rule and "
              "the skill threshold judge)." if started else
              f"none reached {action} after the earlier skills, so the pass rule and the skill threshold judge "
              "success_rate.")
-    return lead + (" " + note if note else "") + "\n" + clip(fields, RESULT_CHARS)
+    return lead + (" " + note if note else "") + "\n" + clip(fields, limit)
 
 
 def _same_seeds_text(rates: list[float]) -> str:

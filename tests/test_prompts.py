@@ -594,3 +594,70 @@ def test_a_score_planner_hears_that_held_out_play_runs_the_skills_below_the_targ
     order = score_play_order(names, [True, False, True, False, True], [1.0, 0.5, 1.0, 0.9, 1.0], [1.0] * 5)
     assert [names[i] for i in order] == ["place_table", "eat_cow", "collect_stone", "make_stone_pickaxe",
                                          "collect_iron"]
+
+
+def test_a_roomy_prompt_shows_the_whole_last_code_and_report_where_a_compact_one_cuts_them():
+    """A model with a large window and no memory of its answers repairs from what the prompt shows: a roomy
+    prompt holds its whole last code (up to the answer limit) and a longer report; the critic sees the whole
+    judged code. The compact prompts keep their caps (SmolLM2's window)."""
+    from nodes.schemas import MAX_CODE_CHARS
+    from prompts.templates import COMPACT, ROOMY
+
+    code, report = _code(MAX_CODE_CHARS), _filler("episode", ROOMY.report_chars)
+    context = fast_context()
+    context["last_attempt"] = {"code": code, "report": report, "revision": 1, "max_revisions": 3}
+    compact = _text("fast", context)
+    assert len(compact) <= CAPS["fast"] and code not in compact and report not in compact
+    roomy = _text("fast", {**context, "room": "roomy"})
+    assert code in roomy and report in roomy and "characters cut" not in roomy
+    judged = {**critic_context(), "code": code, "report": report}
+    assert code not in _text("critic", judged) and code in _text("critic", {**judged, "room": "roomy"})
+    # the library: every entry with its doc in a roomy prompt, the first COMPACT.library_lines in a compact one
+    context["library"] = [dict(e, name=f"{e['name']}_{i}", signature=f"{e['name']}_{i}(game)") for i in range(2)
+                          for e in _library()]
+    last = context["library"][-1]
+    assert f"- {last['name']} [code" not in _text("fast", context)
+    assert f"- {last['name']} [code" in _text("fast", {**context, "room": "roomy"})
+    assert len(context["library"]) > COMPACT.library_lines
+    with pytest.raises(ContextError, match="unknown prompt room 'huge'"):
+        _text("fast", {**context, "room": "huge"})
+
+
+def test_each_model_gets_the_prompt_room_its_window_allows(tmp_path):
+    """SmolLM2 (an 8,192-token window) and the rule-based expert: compact; a served model with a large or unknown
+    window and a `file:` answerer: roomy. A recording keeps the room, and its replay asks for the same prompts."""
+    import json
+
+    from langchain_core.messages import HumanMessage
+
+    from nodes.models.base import prompt_room_of
+    from nodes.models.chat import LLMModel
+    from nodes.models.expert import ExpertModel
+    from nodes.models.factory import ModelConfigError, llm_options_from_env
+    from nodes.models.file import FileModel
+    from nodes.models.recording import RecordingModel, ReplayModel
+    from nodes.schemas import Plan
+
+    def served(window):
+        return LLMModel("m", base_url="http://127.0.0.1:9/v1", api_key="k", context_window=window)
+
+    assert prompt_room_of(ExpertModel()) == "compact"
+    assert [prompt_room_of(served(w)) for w in (8192, 16_384, 32_768, None)] == ["compact", "compact", "roomy",
+                                                                                 "roomy"]
+    assert llm_options_from_env({"RLGPT_LLM_CONTEXT_WINDOW": "8192"}) == {"context_window": 8192}
+    with pytest.raises(ModelConfigError, match="must be > 0"):
+        llm_options_from_env({"RLGPT_LLM_CONTEXT_WINDOW": "0"})
+    answers = tmp_path / "answers"
+    file_model = FileModel(answers, deadline_s=5, poll_s=0.01)
+    assert prompt_room_of(file_model) == "roomy"
+    plan = {"subtasks": [{"name": "collect_wood", "goal": "g", "success_condition": "c"}]}
+    (answers / "0000.response.json").write_text(json.dumps(plan))
+    recording = RecordingModel(file_model, tmp_path / "calls.jsonl")
+    assert prompt_room_of(recording) == "roomy"
+    recording.structured("planner", [HumanMessage(content="plan")], Plan)
+    record = json.loads((tmp_path / "calls.jsonl").read_text().splitlines()[0])
+    assert record["prompt_room"] == "roomy"
+    assert prompt_room_of(ReplayModel(tmp_path / "calls.jsonl")) == "roomy"
+    del record["prompt_room"]  # a recording made before rooms: compact, as its prompts were
+    (tmp_path / "old.jsonl").write_text(json.dumps(record) + "\n")
+    assert prompt_room_of(ReplayModel(tmp_path / "old.jsonl")) == "compact"

@@ -885,3 +885,14 @@ def test_a_seed_line_cut_for_room_keeps_where_the_player_died():
     wide = summarise_reports_for_agent(rows[:1], max_chars=2350, prerequisites=chain, judged=["collect_diamond"])
     assert "in collect_coal > mine_deep > dig_legs > walk_safe > stay_alive > keep_up > keep_fed > eat_safe > " \
         "safe_walk" in wide  # with room, in full
+    # a roomy prompt's report (a model with a large window) holds all seven lines whole, the items held included,
+    # and still a seed in detail
+    from prompts.templates import ROOMY
+
+    roomy = summarise_reports_for_agent(rows, max_chars=ROOMY.report_chars, prerequisites=chain,
+                                        judged=["collect_diamond"])
+    lines = [x for x in roomy.splitlines() if x.startswith("seed 9")]
+    assert len(lines) == 7 and all(line.endswith("; held stone 7, wood 4") for line in lines), lines
+    assert all("in collect_coal > mine_deep > dig_legs > walk_safe > stay_alive > keep_up > keep_fed > eat_safe > "
+               "safe_walk" in line for line in lines)
+    assert "--- detail of seed" in roomy

@@ -137,6 +137,7 @@ class AgentModel(Protocol):
     facts rendered into `messages` by the prompt templates and ignores it.
 
     Optional members, outside the protocol so that a model without them still fits:
+    - `prompt_room`: "compact" or "roomy", how much of the long texts its prompts show (`prompt_room_of`);
     - `close()`: releases what the model holds (the local llama.cpp server of `--model smollm2`);
       whoever built the model calls it when the run ends, best through `close_model`;
     - `last_requests`: one dict per request of the latest call (`prompt_tokens`,
@@ -151,6 +152,19 @@ class AgentModel(Protocol):
 
     def tool_call(self, role: str, messages: Sequence[BaseMessage], tools: Sequence[Any],
                   context: Mapping[str, Any] | None = None) -> AIMessage: ...
+
+
+# Prompt rooms (prompts.templates.PROMPT_ROOMS), by name: the nodes ask the model which its prompts get.
+COMPACT_ROOM, ROOMY_ROOM = "compact", "roomy"
+ROOMY_WINDOW = 32_768  # tokens: a served model's window this large, or not given, gets the roomy prompts
+
+
+def prompt_room_of(model: object) -> str:
+    """How much of the long texts (last code, test reports) the model's prompts show: its own `prompt_room`
+    where it has one (a served model decides by its window, a `file:` answerer is roomy), else compact: the
+    rule-based expert and a replay of a compact run get the prompts benchmarks/prompt_budget.py measures."""
+    room = getattr(model, "prompt_room", None)
+    return room if room in (COMPACT_ROOM, ROOMY_ROOM) else COMPACT_ROOM
 
 
 def close_model(model: object) -> None:

@@ -17,7 +17,15 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from pydantic import BaseModel
 
-from nodes.models.base import ContextWindowError, ModelOutputError, ModelServerError, UsageCounter
+from nodes.models.base import (
+    COMPACT_ROOM,
+    ROOMY_ROOM,
+    ROOMY_WINDOW,
+    ContextWindowError,
+    ModelOutputError,
+    ModelServerError,
+    UsageCounter,
+)
 from nodes.models.output import (
     NEXT_STEP_TOOL,
     InvalidOutput,
@@ -184,6 +192,13 @@ class LLMModel(ReaskingModel):
         self.last_requests = []
         self.chat = chat_model if chat_model is not None else self._openai_chat(
             model, api_key, base_url, max_tokens, temperature, timeout, network_retries)
+
+    @property
+    def prompt_room(self) -> str:
+        """Compact prompts for a window under ROOMY_WINDOW tokens (SmolLM2's 8,192), roomy ones otherwise: a
+        served model whose window is not given (RLGPT_LLM_CONTEXT_WINDOW) is taken to be a large one."""
+        small = self.context_window is not None and self.context_window < ROOMY_WINDOW
+        return COMPACT_ROOM if small else ROOMY_ROOM
 
     @staticmethod
     def _openai_chat(model, api_key, base_url, max_tokens, temperature, timeout, network_retries):

@@ -39,6 +39,8 @@ LLM_ENV_OPTIONS = {
     "RLGPT_LLM_TIMEOUT": ("timeout", float),
     "RLGPT_LLM_NETWORK_RETRIES": ("network_retries", int),
     "RLGPT_LLM_OUTPUT_RETRIES": ("output_retries", int),
+    # the served model's window in tokens: prompts are fitted to it (compact below 32,768) and checked against it
+    "RLGPT_LLM_CONTEXT_WINDOW": ("context_window", int),
 }
 
 
@@ -53,7 +55,7 @@ def llm_options_from_env(environ: Mapping[str, str] = os.environ) -> dict[str, A
             value = kind(raw)
         except ValueError:
             raise ModelConfigError(f"{var}={raw!r} is not a valid {kind.__name__}") from None
-        positive = option in ("max_tokens", "timeout")  # zero retries is fine, zero tokens is not
+        positive = option in ("max_tokens", "timeout", "context_window")  # zero retries is fine, zero tokens not
         if value < 0 or (positive and value == 0):
             raise ModelConfigError(f"{var}={raw!r} must be {'> 0' if positive else '>= 0'}")
         options[option] = value

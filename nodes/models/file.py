@@ -40,7 +40,7 @@ from typing import Any, TypeVar
 from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import BaseModel
 
-from nodes.models.base import RUN_STOPPING, ModelConfigError, ModelServerError, UsageCounter
+from nodes.models.base import ROOMY_ROOM, RUN_STOPPING, ModelConfigError, ModelServerError, UsageCounter
 from nodes.models.chat import DEFAULT_OUTPUT_RETRIES, ReaskingModel, Sent
 from nodes.models.output import answer_as_tool_calls, message_dicts, parse_structured, tool_name, tool_spec
 
@@ -81,6 +81,10 @@ def deadline_from_env(environ: Mapping[str, str] = os.environ) -> float:
 
 class FileModel(ReaskingModel):
     """An AgentModel whose answers are JSON files written by someone else (see the module doc)."""
+
+    # a person or a capable model in another program: no small window to fit, and no memory of its answers but
+    # what it keeps itself, so it sees its whole last code and full test reports
+    prompt_room = ROOMY_ROOM
 
     def __init__(self, directory: str | Path, deadline_s: float | None = None,
                  output_retries: int = DEFAULT_OUTPUT_RETRIES, poll_s: float = DEFAULT_POLL_S):

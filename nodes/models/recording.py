@@ -40,6 +40,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolCall
 from pydantic import BaseModel, ValidationError
 
 from nodes.models.base import (
+    COMPACT_ROOM,
     AgentModel,
     ModelConfigError,
     ModelOutputError,
@@ -47,6 +48,7 @@ from nodes.models.base import (
     RoleUsage,
     UsageCounter,
     close_model,
+    prompt_room_of,
 )
 from nodes.models.output import message_dicts, text_of, tool_name
 
@@ -113,6 +115,11 @@ class RecordingModel:
                 f.truncate(data.rfind(b"\n") + 1)
         return self.path
 
+    @property
+    def prompt_room(self) -> str:
+        """The inner model's (each record keeps it: a replay shows the prompts the recorded run showed)."""
+        return prompt_room_of(self.inner)
+
     def close(self) -> None:
         close_model(self.inner)
 
@@ -132,7 +139,8 @@ class RecordingModel:
         texts = message_dicts(messages)
         record: dict[str, Any] = {
             "call": self._calls, "role": role, "kind": kind, "schema": schema, "tools": tools,
-            "model": self.inner.name, "messages": texts, "prompt_sha256": prompt_hash(texts, schema, tools),
+            "model": self.inner.name, "prompt_room": self.prompt_room,
+            "messages": texts, "prompt_sha256": prompt_hash(texts, schema, tools),
             "answer": None, "error": None}
         before = RoleUsage(**vars(self.inner.usage.roles.get(role, RoleUsage())))
         started = time.monotonic()
@@ -179,6 +187,9 @@ class ReplayModel:
             raise ModelConfigError(f"no recording at {self.path}: give the JSON-lines file a run recorded")
         self.records = _read_records(self.path)
         self.name = f"replay:{self.path.name}"
+        # the recorded run's prompts were fitted to its model: the replay asks for the same (older recordings,
+        # made before rooms, were compact)
+        self.prompt_room = next((r["prompt_room"] for r in self.records if r.get("prompt_room")), COMPACT_ROOM)
         self.usage = UsageCounter()
         self.last_requests: list[dict[str, Any]] = []
         self._next = 0
