@@ -70,12 +70,15 @@ def _best_by_kind(results: list[MeasuredResult], subtask: str, given_start: bool
     return best
 
 
-def _rates_on_the_same_seeds(results: list[MeasuredResult], result: MeasuredResult) -> list[float]:
+def _rates_on_the_same_seeds(results: list[MeasuredResult], result: MeasuredResult,
+                             whole_chain: bool = False) -> list[float]:
     """The judged rates of the earlier code attempts of the same sub-action tested on the same seeds as
-    `result`: the critic then knows that the best of them was picked on those seeds."""
+    `result`: the critic then knows that the best of them was picked on those seeds. `whole_chain`: the plan's
+    last subtask, whose attempts are compared over all runs (held-out play is the chain): their success rates,
+    as kept (an answerer read judged rates of 50-100% beside a best success_rate of 0.375 as a contradiction)."""
     if result.get("kind") != "code" or not result.get("seeds"):
         return []
-    return [judged_rate(r) for r in results
+    return [float(round_best(r)["success_rate"]) if whole_chain else judged_rate(r) for r in results
             if r is not result and r != result and r.get("kind") == "code" and r.get("seeds") == result["seeds"]
             and (r.get("subtask"), r.get("sub_action")) == (result.get("subtask"), result.get("sub_action"))]
 
@@ -198,7 +201,8 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
         else training_pass_rule_text(settings.target_success, result.get("rate_source") == CHAIN_STARTS),
         "meets_target": round_passes(kept, settings.target_success, whole_chain), "judged_count": count,
         "chain_count": (int(kept.get("successes") or 0), episodes) if whole_chain and episodes else None,
-        "same_seeds": _rates_on_the_same_seeds(current.get("results", []), result),  # the own tests' seeds
+        "same_seeds": _rates_on_the_same_seeds(current.get("results", []), result, whole_chain),  # own tests' seeds
+        "same_seeds_measure": "success rates over all runs" if whole_chain else "judged rates",
         "verdict_rules": verdict_rules(settings, inner, outer, judged["kind"],
                                        state.get("task") in TASKS and TASKS[state["task"]].is_score),
         "room": prompt_room_of(model),

@@ -227,5 +227,6 @@ class CriticFacts(TypedDict):
     judged_count: tuple[int, int] | None  # (successes, runs) behind a code test's judged rate
     chain_count: NotRequired[tuple[int, int] | None]  # the plan's last subtask: (successes, runs) over every run
     same_seeds: list[float]              # the judged rates of earlier code attempts of it on these test seeds
+    same_seeds_measure: NotRequired[str]  # which rates same_seeds holds ("judged rates" where not given)
     verdict_rules: str
     room: NotRequired[str]               # how much of the long texts to show (prompts.templates.PROMPT_ROOMS)

@@ -439,7 +439,7 @@ def _render_critic(c: CriticFacts) -> str:
     facts = [f"Target success rate: {c.get('target')}." if c.get("target") is not None else "",
              f"Pass rule: {c['pass_rule']}." if c.get("pass_rule") else "",
              _target_verdict(c) if c.get("meets_target") is not None else "",
-             _same_seeds_text(c.get("same_seeds") or []),
+             _same_seeds_text(c.get("same_seeds") or [], c.get("same_seeds_measure") or "judged rates"),
              # named by its measure: an answerer read 'code 0.625' beside a judged 71% as a contradiction
              f"Best {c.get('best_measure') or 'rates'} of the earlier attempts at this subtask, by kind: "
              f"{_pairs(c['best_by_kind']) or 'none yet'}." if c.get("best_by_kind") is not None else "",
@@ -479,12 +479,12 @@ def _measured_text(result: Mapping[str, Any], action: str, limit: int = COMPACT.
     return lead + (" " + note if note else "") + "\n" + clip(fields, limit)
 
 
-def _same_seeds_text(rates: list[float]) -> str:
+def _same_seeds_text(rates: list[float], measure: str = "judged rates") -> str:
     """What a comparison of versions on one set of test seeds can and cannot tell."""
     if not rates:
         return ""
     return (f"The {len(rates)} earlier code attempt{'s' if len(rates) > 1 else ''} of this sub-action ran on the "
-            f"same test seeds (judged rates {', '.join(f'{r:.0%}' for r in rates)}): versions a seed or two apart "
+            f"same test seeds ({measure} {', '.join(f'{r:.0%}' for r in rates)}): versions a seed or two apart "
             "differ within chance, and the best of several rates on the same seeds overstates what held-out "
             "play, on other worlds, will give.")
 

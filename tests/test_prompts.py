@@ -501,6 +501,14 @@ def test_the_critic_hears_that_versions_were_compared_on_the_same_seeds():
     assert "The 2 earlier code attempts of this sub-action ran on the same test seeds (judged rates 25%, 62%)" in text
     assert "overstates what held-out play" in text
     assert "same test seeds" not in _text("critic", {**critic_context(), "same_seeds": []})
+    # the plan's last subtask is compared over all runs: 3 of 8 runs, 3 of the 4 that reached the action
+    chain = {**result(0.375), "episodes": 8, "started": 4, "started_successes": 3, "success_given_start": 0.75,
+             "prerequisites": ["collect_wood"]}
+    assert _rates_on_the_same_seeds([chain, judged], judged) == [0.75]
+    assert _rates_on_the_same_seeds([chain, judged], judged, whole_chain=True) == [0.375]
+    text = _text("critic", {**critic_context(), "same_seeds": [0.375],
+                            "same_seeds_measure": "success rates over all runs"})
+    assert "ran on the same test seeds (success rates over all runs 38%)" in text
 
 
 def test_the_test_cost_line_gives_the_last_rounds_real_cost_beside_the_worst_case():
