@@ -631,7 +631,7 @@ def test_a_roomy_prompt_shows_the_whole_last_code_and_report_where_a_compact_one
         _text("fast", {**context, "room": "huge"})
 
 
-def test_each_model_gets_the_prompt_room_its_window_allows(tmp_path):
+def test_each_model_gets_the_prompt_room_its_window_allows(tmp_path, monkeypatch):
     """SmolLM2 (an 8,192-token window) and the rule-based expert: compact; a served model with a large or unknown
     window and a `file:` answerer: roomy. A recording keeps the room, and its replay asks for the same prompts."""
     import json
@@ -655,6 +655,14 @@ def test_each_model_gets_the_prompt_room_its_window_allows(tmp_path):
     assert llm_options_from_env({"RLGPT_LLM_CONTEXT_WINDOW": "8192"}) == {"context_window": 8192}
     with pytest.raises(ModelConfigError, match="must be > 0"):
         llm_options_from_env({"RLGPT_LLM_CONTEXT_WINDOW": "0"})
+    with pytest.raises(ModelConfigError, match="leaves no room for an answer"):
+        llm_options_from_env({"RLGPT_LLM_CONTEXT_WINDOW": "50"})
+    # an option out of range given as an argument is a clear configuration error too, not a traceback
+    from nodes.models.factory import make_model
+
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    with pytest.raises(ModelConfigError, match="--model m: context_window must be > 64"):
+        make_model("m", context_window=10)
     answers = tmp_path / "answers"
     file_model = FileModel(answers, deadline_s=5, poll_s=0.01)
     assert prompt_room_of(file_model) == "roomy"

@@ -154,6 +154,8 @@ class AgentModel(Protocol):
                   context: Mapping[str, Any] | None = None) -> AIMessage: ...
 
 
+MIN_ANSWER_TOKENS = 64  # less room than this in the context window is refused before sending
+
 # Prompt rooms (prompts.templates.PROMPT_ROOMS), by name: the nodes ask the model which its prompts get.
 COMPACT_ROOM, ROOMY_ROOM = "compact", "roomy"
 ROOMY_WINDOW = 32_768  # tokens: a served model's window this large, or not given, gets the roomy prompts

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from nodes.models.base import (
     COMPACT_ROOM,
+    MIN_ANSWER_TOKENS,
     ROOMY_ROOM,
     ROOMY_WINDOW,
     ContextWindowError,
@@ -50,7 +51,6 @@ DEFAULT_MAX_TOKENS = 1024
 DEFAULT_TIMEOUT_S = 180.0  # a small CPU-served model can need minutes for 1k tokens
 DEFAULT_NETWORK_RETRIES = 2
 DEFAULT_OUTPUT_RETRIES = 2
-MIN_ANSWER_TOKENS = 64  # less room than this in the context window is refused before sending
 TOOL_MODES = ("native", "next_step")
 
 

@@ -15,7 +15,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from nodes.models.base import AgentModel, ModelConfigError
+from nodes.models.base import MIN_ANSWER_TOKENS, AgentModel, ModelConfigError
 from nodes.models.expert import ExpertModel
 
 EXPERT_NAMES = ("expert",)
@@ -58,6 +58,9 @@ def llm_options_from_env(environ: Mapping[str, str] = os.environ) -> dict[str, A
         positive = option in ("max_tokens", "timeout", "context_window")  # zero retries is fine, zero tokens not
         if value < 0 or (positive and value == 0):
             raise ModelConfigError(f"{var}={raw!r} must be {'> 0' if positive else '>= 0'}")
+        if option == "context_window" and value <= MIN_ANSWER_TOKENS:
+            raise ModelConfigError(f"{var}={raw!r} leaves no room for an answer: give the server's window in "
+                                   f"tokens (more than {MIN_ANSWER_TOKENS}, e.g. 8192)")
         options[option] = value
     return options
 
@@ -104,8 +107,11 @@ def make_model(spec: str | None = None, **llm_options: Any) -> AgentModel:
         )
     from nodes.models.chat import LLMModel  # heavy (the OpenAI client): only for a language model
 
-    return LLMModel(model=model, api_key=api_key or LOCAL_SERVER_DUMMY_KEY,
-                    base_url=base_url or None, **options)
+    try:
+        return LLMModel(model=model, api_key=api_key or LOCAL_SERVER_DUMMY_KEY,
+                        base_url=base_url or None, **options)
+    except ValueError as e:  # an option out of range (the RLGPT_* variables, or arguments): said, not a traceback
+        raise ModelConfigError(f"--model {model}: {e}") from None
 
 
 def _path_after_prefix(model: str, prefix: str, what: str) -> str:
@@ -129,6 +135,7 @@ def smollm2_model(**options: Any) -> AgentModel:
                                 "count_prompt": count_chat_tokens, "timeout": SMOLLM2_TIMEOUT_S}
     if "max_tokens" not in options:  # a limit the user set holds for every role
         defaults.update(max_tokens=SMOLLM2_MAX_TOKENS, max_tokens_by_role=SMOLLM2_MAX_TOKENS_BY_ROLE)
+    options = {k: v for k, v in options.items() if k != "context_window"}  # the server's own window holds
     server = LlamaServer(n_ctx=SMOLLM2_CONTEXT).start()
     try:
         return LLMModel(server.model_id, api_key=LOCAL_SERVER_DUMMY_KEY, base_url=server.base_url,
