@@ -101,6 +101,7 @@ from nodes.state import AttemptState, current_decomposition, log_lengths, with_u
 from prompts.facts import FastFacts, RLFacts
 from prompts.fewshot import examples_for
 from prompts.templates import COMPACT, PROMPT_ROOMS, messages_for
+from rl.stats import mcnemar_exact
 from sandbox.lint import MAX_SOURCE_CHARS
 
 MAX_TOOL_ROUNDS = 6  # non-measuring tool rounds (configure_rl, plugin tools) per attempt
@@ -355,7 +356,24 @@ def helpers_before_text(result: Mapping[str, Any] | None) -> str:
     kept = ("that ranks above yours: a pass or fail keeps your code with the earlier one unless a later round "
             f"ranks higher (your next revision is tested with yours again{back})" if before.get("ranks_above")
             else "yours ranks at least as high and is the one kept")
-    return f"the same seeds with the earlier {which} in place of yours: {figures}; {kept}"
+    return f"the same seeds with the earlier {which} in place of yours: {figures}; {kept}" + _chance_text(
+        result or {}, before)
+
+
+def _chance_text(result: Mapping[str, Any], before: Mapping[str, Any]) -> str:
+    """'; on these 8 seeds the two are within chance (...)' where the paired seeds cannot tell the two versions
+    apart: an answerer spent about 40,000 steps on rewrites of `stay_alive` one seed apart, told so only later."""
+    own = {e.get("seed"): bool(e.get("success")) for e in result.get("per_seed") or []}
+    other = {e.get("seed"): bool(e.get("success")) for e in before.get("per_seed") or []}
+    seeds = [seed for seed in own if seed in other]
+    if not seeds:
+        return ""
+    test = mcnemar_exact([int(other[s]) for s in seeds], [int(own[s]) for s in seeds])
+    if test["p_value"] < 0.05:
+        return ""
+    return (f"; on these {len(seeds)} seeds the two are within chance (paired: {test['only_b']} seeds only yours "
+            f"won, {test['only_a']} only the earlier one; McNemar p = {test['p_value']:.2f}), and each round "
+            "replays the same worlds")
 
 
 def report_text(state: Mapping[str, Any], settings: RunSettings, room: str = COMPACT.name) -> str:
