@@ -353,9 +353,11 @@ def helpers_before_text(result: Mapping[str, Any] | None) -> str:
         figures += f", {before.get('started', 0)} reached your action"
     back = "".join(f"; `def {name}(game): yield from {builtin_alias(name)}(game)` goes back to the built-in"
                    for name, whose in helpers.items() if whose == "the built-in")
-    kept = ("that ranks above yours: a pass or fail keeps your code with the earlier one unless a later round "
-            f"ranks higher (your next revision is tested with yours again{back})" if before.get("ranks_above")
-            else "yours ranks at least as high and is the one kept")
+    # what this round stands for; a verdict keeps the best round of all (an answerer read "keeps your code with the
+    # earlier one" as final, while an earlier round with its rewrite ranked as high and was what stayed)
+    kept = ("that ranks above yours, so this round counts as your code with the earlier one (a pass or fail keeps "
+            f"the best round so far; your next revision is tested with yours again{back})"
+            if before.get("ranks_above") else "yours ranks at least as high, so this round counts as yours")
     return f"the same seeds with the earlier {which} in place of yours: {figures}; {kept}" + _chance_text(
         result or {}, before)
 
