@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -27,23 +28,39 @@ from nodes import executor
 from rl.stats import mcnemar_exact
 
 
-def play(run: Path, episodes: int) -> tuple[str, dict[str, Any]]:
-    """The run's task and its chain's result on the first `episodes` held-out seeds; a clear exit otherwise."""
-    state = final_state(run.parent, run.name)
-    task = state.get("task")
-    if task not in TASKS or not state.get("plan"):
-        raise SystemExit(f"{run}: no plan to play (task {task!r})")
+def load(run: Path) -> tuple[dict[str, Any], Any]:
+    """A finished run's final state and settings; a clear exit when the folder holds no finished run."""
     try:
+        state = final_state(run.parent, run.name)
         settings = load_run_settings(run.parent, run.name)
     except SettingsError as exc:
         raise SystemExit(str(exc)) from None
+    except sqlite3.DatabaseError as exc:
+        raise SystemExit(f"{run}: its checkpoint {run.parent / 'checkpoints.sqlite'} cannot be read ({exc})") from None
+    task = state.get("task")
+    if task not in TASKS:
+        raise SystemExit(f"{run}: the run's task {task!r} is not one this project knows")
+    if not state.get("plan"):
+        raise SystemExit(f"{run}: the run has no plan to play")
+    if state.get("report") is None:
+        raise SystemExit(f"{run}: the run has not finished (resume it first: python -m graph.run --resume "
+                         f"{run.name} --out {run.parent})")
+    return state, settings
+
+
+def play(run: Path, state: dict[str, Any], settings: Any, episodes: int) -> dict[str, Any]:
+    """The run's chain on the first `episodes` held-out seeds, played as its executor plays it (its seed, step
+    limit and target); a clear exit where it cannot be played."""
     skills = executor.chain_skills(state, settings.skill_threshold)
-    result = executor.evaluate_chain(task, state["plan"], skills, episodes, 0, record=False,
-                                     max_steps=settings.eval_max_steps, worlds=eval_seeds(episodes),
-                                     target=settings.target_success)
+    try:
+        result = executor.evaluate_chain(state["task"], state["plan"], skills, episodes, settings.seed,
+                                         record=False, max_steps=settings.eval_max_steps,
+                                         worlds=eval_seeds(episodes), target=settings.target_success)
+    except (ValueError, FileNotFoundError, RuntimeError) as exc:  # a skill whose files moved or do not load
+        raise SystemExit(f"{run}: the chain could not be played: {exc}") from None
     if not result.get("ran"):
         raise SystemExit(f"{run}: the chain did not run ({result.get('reason')})")
-    return task, result
+    return result
 
 
 def describe(run: Path, result: dict[str, Any]) -> str:
@@ -64,13 +81,20 @@ def main() -> None:
     args = parser.parse_args()
     if args.episodes < 1:
         raise SystemExit("--episodes must be 1 or more")
-    tasks: set[str] = set()
+    if len(set(args.runs)) < len(args.runs):
+        raise SystemExit("a run is given twice: give each run folder once")
+    loaded = [load(run) for run in args.runs]  # every run checked before any is played
+    tasks = {state["task"] for state, _ in loaded}
+    if len(tasks) > 1:
+        raise SystemExit(f"the runs are of different tasks ({', '.join(sorted(tasks))}): they are compared on "
+                         "one task's seeds")
+    limits = {settings.eval_max_steps for _, settings in loaded}
+    if len(limits) > 1:
+        print(f"note: the runs' episode limits differ ({', '.join(map(str, sorted(limits, key=str)))}); "
+              "each plays with its own", flush=True)
     results: list[dict[str, Any]] = []
-    for run in args.runs:
-        task, result = play(run, args.episodes)
-        tasks.add(task)
-        if len(tasks) > 1:
-            raise SystemExit(f"{run}: task {task!r}; the runs before it played {sorted(tasks - {task})}")
+    for run, (state, settings) in zip(args.runs, loaded, strict=True):
+        result = play(run, state, settings, args.episodes)
         results.append(result)
         if args.json:
             keep = ("success_rate", "successes", "episodes", "ci95", "outcomes", "reached", "endings", "crafter_score",
@@ -86,7 +110,6 @@ def main() -> None:
             test = mcnemar_exact(results[0]["outcomes"], result["outcomes"])
             print(f"  against {args.runs[0].name}: only it {test['only_b']}, only the baseline {test['only_a']}, "
                   f"both {test['both']}, neither {test['neither']}; McNemar p = {test['p_value']:.3f}", flush=True)
-
 
 if __name__ == "__main__":
     main()

@@ -106,8 +106,8 @@ from sandbox.lint import MAX_SOURCE_CHARS
 
 MAX_TOOL_ROUNDS = 6  # non-measuring tool rounds (configure_rl, plugin tools) per attempt
 TESTED_REPORT_CHARS = 700  # a head entry's test report, shown with the training's configuration
-# a repair of a program longer than this shows no stay_alive example: with its code and its report the call
-# would pass 8,000 tokens (eat_plant's repair measured 8,414 with it)
+# a compact prompt's repair of a program longer than this shows no stay_alive example: with its code and its
+# report the call would pass 8,000 tokens (eat_plant's repair measured 8,414 with it)
 REPAIR_WITH_SURVIVAL_CHARS = 2500
 # a first write of these kinds shows no stay_alive example either (the library lists its docstring): a place or
 # make action takes a few steps beside what it needs, and no report has shown a death yet (a repair after one gets
@@ -373,7 +373,8 @@ def _chance_text(result: Mapping[str, Any], before: Mapping[str, Any]) -> str:
     test = mcnemar_exact([int(other[s]) for s in seeds], [int(own[s]) for s in seeds])
     if test["p_value"] < 0.05:
         return ""
-    return (f"; on these {len(seeds)} seeds the two are within chance (paired: {test['only_b']} seeds only yours "
+    where = "this seed" if len(seeds) == 1 else f"these {len(seeds)} seeds"
+    return (f"; on {where} the two are within chance (paired: {test['only_b']} seeds only yours "
             f"won, {test['only_a']} only the earlier one; McNemar p = {test['p_value']:.2f}), and each round "
             "replays the same worlds")
 
@@ -531,6 +532,9 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCo
                 if a["name"] not in pending and a["name"] in lib.versions]
         if pending == [sub_action["name"]] and kept:
             context["kept_pieces"] = kept
+    best = _best_attempt_shown(state, subtask) if room != COMPACT.name and mode == "code" else None
+    if best:
+        context["best_attempt"] = best
     used = _last_round_steps(state, subtask, sub_action["name"])
     if used is not None:  # what a round really cost, beside its worst case: most episodes end well before their limit
         context["limits"]["last_round_steps"] = used
@@ -590,6 +594,25 @@ def fallback_training(state: Mapping[str, Any], subtask: str) -> bool:
     up on an unsolved task, so the task itself is learned, with the budget left; a weak model's choice of a
     short training would otherwise end the run with most of its budget unspent."""
     return state.get("forced_rl") == subtask and subtask == state.get("task")
+
+
+def _best_attempt_shown(state: Mapping[str, Any], subtask: str) -> dict[str, Any] | None:
+    """The subtask's best code attempt so far (what a `fail` keeps) where it is not the last round's: its code,
+    its figures and whose chain helpers it played. A model keeps nothing between calls: an answerer whose later
+    rewrites scored lower went back to its best from memory, which a served model could not. None where the
+    best is the last round's own (its code and report are shown already) or no code attempt was measured."""
+    best = (state.get("best") or {}).get(subtask)
+    last = state.get("last_result") or {}
+    if not best or best.get("kind") != "code" or not best.get("sources"):
+        return None
+    same_round = (best.get("outer_iter"), best.get("inner_iter")) == (last.get("outer_iter"), last.get("inner_iter"))
+    if last.get("subtask") == subtask and same_round:
+        return None
+    return {"code": "\n\n\n".join(str(source).rstrip() for source in best["sources"]),
+            "successes": best.get("successes"), "episodes": best.get("episodes"), "started": best.get("started"),
+            "started_successes": best.get("started_successes"), "prerequisites": bool(best.get("prerequisites")),
+            "outer_iter": best.get("outer_iter"), "inner_iter": best.get("inner_iter"),
+            "helpers": best.get("helpers") or {}}
 
 
 def _previous_attempt(state: Mapping[str, Any], mode: str, sub_action: SubActionEntry,

@@ -190,6 +190,8 @@ class FastFacts(TypedDict):
     limits: FastLimits
     skill_threshold: NotRequired[float]  # the rate at which a kept skill counts as passing (RunSettings)
     room: NotRequired[str]               # how much of the long texts to show (prompts.templates.PROMPT_ROOMS)
+    # a roomy prompt's repair: the subtask's best code attempt so far where it is not the last round's
+    best_attempt: NotRequired[dict[str, Any]]
     sources: dict[str, str]              # not rendered: the library's sources, for the expert
     prefix: list[str]                    # not rendered: the solved skills' entries a test replays
     rl: NotRequired[RLFacts]             # rl mode

@@ -305,6 +305,23 @@ def _last_attempt(last: Mapping[str, Any] | None, mode: str, room: PromptRoom = 
     return title, body
 
 
+def _best_attempt(best: Mapping[str, Any] | None, room: PromptRoom) -> str:
+    """The subtask's best code attempt so far, where a later round scored lower: what `fail` keeps, and the code
+    to send again to go back to it."""
+    if not best or not best.get("code"):
+        return ""
+    figures = f"{best.get('successes')} of {best.get('episodes')} runs succeeded"
+    if best.get("prerequisites") and best.get("started") is not None:
+        figures += f", {best.get('started_successes')} of the {best.get('started')} that reached the action"
+    played = "".join(f"; its runs played the earlier `{name}` ({whose}) in place of a rewrite"
+                     for name, whose in (best.get("helpers") or {}).items())
+    title = (f"Your best attempt at this subtask so far (outer iteration {int(best.get('outer_iter') or 0) + 1}, "
+             f"revision {best.get('inner_iter')}: {figures}{played})")
+    body = (f"```python\n{clip(str(best['code']).rstrip(), room.code_chars)}\n```\n"
+            "A `fail` verdict keeps this one unless a later round ranks higher; send its code again to go back to it.")
+    return _section(title, body)
+
+
 def _limits(limits: Mapping[str, Any] | None, mode: str) -> str:
     if not limits:
         return ""
@@ -353,8 +370,9 @@ def _mode(c: FastFacts) -> str:
 def _render_fast(c: FastFacts) -> str:
     """Keys: subtask, task_description, mode, sub_action, decomposition, reused (code mode: the plan's earlier
     skills, played as they are), library, examples (code mode),
-    last_attempt (or previous_attempt, the code the critic sent back), feedback, limits, rl / configured
-    (configured_view: the same with coded actions by name) / configure_error (rl mode)."""
+    last_attempt (or previous_attempt, the code the critic sent back), best_attempt (a roomy repair: the best
+    code so far beside a later, lower round), feedback, limits, rl / configured (configured_view: the same with
+    coded actions by name) / configure_error (rl mode), room (PROMPT_ROOMS; compact when absent)."""
     _require("fast", c, "subtask", "sub_action")
     mode, action, room = _mode(c), c["sub_action"], room_of(c)
     name = action.get("name")
@@ -410,6 +428,7 @@ def _render_fast(c: FastFacts) -> str:
         ]
     parts += [
         _section(attempt_title, attempt),
+        _best_attempt(c.get("best_attempt"), room),
         # the critic speaks when an attempt ends, and a new one starts with no last test: beside one, its feedback
         # is older (an answerer read the old verdict's deaths beside the new report's as the same round)
         _section("Critic feedback" + (" on an earlier attempt (older than your last test above)"
@@ -436,7 +455,7 @@ def _fast_system(c: FastFacts) -> str:
 
 def _render_critic(c: CriticFacts) -> str:
     """Keys: subtask, sub_action, result, code, report, fast_error, target, pass_rule, meets_target,
-    judged_count, best_by_kind, loops, budget_left, verdict_rules."""
+    judged_count, best_by_kind, loops, budget_left, same_seeds (same_seeds_measure), verdict_rules, room."""
     _require("critic", c, "subtask", "sub_action")
     action, code, report, room = c["sub_action"], c.get("code"), c.get("report"), room_of(c)
     facts = [f"Target success rate: {c.get('target')}." if c.get("target") is not None else "",

@@ -303,3 +303,37 @@ def test_the_critic_of_the_plans_last_subtask_judges_every_run_of_the_chain_too(
             "succeed as well") in seen["text"]
     assert ("This attempt does not meet the target: 1 of the 1 runs that reached the action succeeded, and 1 of "
             "all 8 runs of the chain (the plan's last subtask needs both).") in seen["text"]
+
+
+class _RoomyExpert(ExpertModel):
+    """The expert, taking the prompts a large-window model gets, noting the room of every fast and critic call."""
+
+    prompt_room = "roomy"
+
+    def __init__(self):
+        super().__init__()
+        self.rooms: list[tuple[str, object]] = []
+
+    def structured(self, role, messages, schema, context=None):
+        if role == "critic":
+            self.rooms.append((role, (context or {}).get("room")))
+        return super().structured(role, messages, schema, context)
+
+    def tool_call(self, role, messages, tools, context=None):
+        self.rooms.append((role, (context or {}).get("room")))
+        return super().tool_call(role, messages, tools, context)
+
+
+def test_the_nodes_give_the_model_the_prompt_room_its_window_allows(tmp_path):
+    """The fast and critic nodes render their prompts in the model's room: a roomy model's calls are roomy
+    (its report made at the roomy length by the measure node), the expert's compact."""
+    settings = RunSettings(task="harvest log", budget_steps=3000, test_episodes=2, eval_episodes=1,
+                           max_outer_iters=1, out_dir=tmp_path / "runs", run_id="roomy")
+    model = _RoomyExpert()
+    build_graph().invoke(start_state(settings), config=run_config(settings), context=run_context(settings, model))
+    assert {role for role, _ in model.rooms} == {"fast", "critic"} and {r for _, r in model.rooms} == {"roomy"}
+    compact = _RoomyExpert()
+    compact.prompt_room = "compact"
+    other = settings.model_copy(update={"run_id": "compact", "out_dir": tmp_path / "other"})  # no skill saved yet
+    build_graph().invoke(start_state(other), config=run_config(other), context=run_context(other, compact))
+    assert {r for _, r in compact.rooms} == {"compact"}

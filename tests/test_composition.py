@@ -322,6 +322,39 @@ def test_a_first_write_of_a_short_action_shows_no_stay_alive_example_and_a_repai
                                                  "report": "seed 3: died at step 90 (zombie)"})
 
 
+def test_a_roomy_repair_shows_the_best_attempt_so_far_where_a_later_round_scored_lower(tmp_path):
+    """An answerer whose later rewrites scored lower went back to its best code from its own memory; a served model
+    keeps none. A roomy prompt shows the subtask's best attempt (what `fail` keeps) beside a later, lower round,
+    with its figures and its code; not where the best is the last round, and not in a compact prompt."""
+    from nodes.fast import fast_context
+    from prompts.templates import messages_for
+
+    settings = RunSettings(out_dir=tmp_path, test_max_steps=100)
+    skills = {n: _skill(k, n, None) for k, n in enumerate(DIAMOND_CHAIN[:2])}
+    sub = {"name": "make_wood_pickaxe", "kind": "code", "template": "make"}
+    best_code = "def make_wood_pickaxe(game):\n    \"\"\"the best one\"\"\"\n    yield 'make_wood_pickaxe'\n"
+    best = {"kind": "code", "subtask": "make_wood_pickaxe", "success_rate": 0.625, "successes": 5, "episodes": 8,
+            "started": 6, "started_successes": 5, "prerequisites": ["collect_wood", "place_table"],
+            "outer_iter": 0, "inner_iter": 1, "sources": [best_code], "helpers": {"stay_alive": "the built-in"}}
+    lower = "def x(game):\n    yield 'noop'\n"
+    later = {**best, "success_rate": 0.25, "successes": 2, "inner_iter": 3, "sources": [lower]}
+    state = dict(_state_at(2, skills), decomposition={"sub_actions": [sub]}, best={"make_wood_pickaxe": best},
+                 last_result=later, last_attempt={"code": lower, "report": "seed 1: died"})
+
+    def context(room: str, current: dict) -> dict:
+        return fast_context(current, settings, SubtaskCode(current, settings), "code", sub, [], room)
+
+    shown = context("roomy", state)["best_attempt"]
+    assert shown["code"].strip() == best_code.strip() and shown["successes"] == 5
+    text = messages_for("fast", context("roomy", state))[-1].content
+    assert ("## Your best attempt at this subtask so far (outer iteration 1, revision 1: 5 of 8 runs succeeded, 5 of "
+            "the 6 that reached the action; its runs played the earlier `stay_alive` (the built-in) in place of a "
+            "rewrite)\n```python\n" + best_code.rstrip()) in text, text
+    assert "send its code again to go back to it" in text
+    assert "best_attempt" not in context("compact", state)
+    assert "best_attempt" not in context("roomy", {**state, "last_result": best})  # the last round is the best
+
+
 def test_an_example_calls_this_runs_skill_where_the_library_has_no_function_of_the_subtasks_name(tmp_path):
     from nodes.fast import fast_context
 

@@ -632,8 +632,9 @@ def test_a_roomy_prompt_shows_the_whole_last_code_and_report_where_a_compact_one
 
 
 def test_each_model_gets_the_prompt_room_its_window_allows(tmp_path, monkeypatch):
-    """SmolLM2 (an 8,192-token window) and the rule-based expert: compact; a served model with a large or unknown
-    window and a `file:` answerer: roomy. A recording keeps the room, and its replay asks for the same prompts."""
+    """SmolLM2 (an 8,192-token window) and the rule-based expert: compact; a served model with a large window (or
+    OpenAI's, whose window is not given) and a `file:` answerer: roomy. A recording keeps the room, and its replay
+    asks for the same prompts."""
     import json
 
     from langchain_core.messages import HumanMessage
@@ -646,12 +647,17 @@ def test_each_model_gets_the_prompt_room_its_window_allows(tmp_path, monkeypatch
     from nodes.models.recording import RecordingModel, ReplayModel
     from nodes.schemas import Plan
 
-    def served(window):
-        return LLMModel("m", base_url="http://127.0.0.1:9/v1", api_key="k", context_window=window)
+    def served(window, base_url="http://127.0.0.1:9/v1"):
+        return LLMModel("m", base_url=base_url, api_key="k", context_window=window)
 
     assert prompt_room_of(ExpertModel()) == "compact"
-    assert [prompt_room_of(served(w)) for w in (8192, 16_384, 32_768, None)] == ["compact", "compact", "roomy",
-                                                                                 "roomy"]
+    assert [prompt_room_of(served(w)) for w in (8192, 16_384, 32_768)] == ["compact", "compact", "roomy"]
+    # no window given: OpenAI's own models have large ones; another server (llama.cpp at 8,192) may not
+    assert prompt_room_of(served(None)) == "compact" and prompt_room_of(served(None, None)) == "roomy"
+    from nodes.models.base import COMPACT_ROOM, ROOMY_ROOM
+    from prompts.templates import PROMPT_ROOMS
+
+    assert set(PROMPT_ROOMS) == {COMPACT_ROOM, ROOMY_ROOM}  # the models name the rooms the templates have
     assert llm_options_from_env({"RLGPT_LLM_CONTEXT_WINDOW": "8192"}) == {"context_window": 8192}
     with pytest.raises(ModelConfigError, match="must be > 0"):
         llm_options_from_env({"RLGPT_LLM_CONTEXT_WINDOW": "0"})

@@ -47,6 +47,7 @@ ToolMode = Literal["native", "next_step"]
 # (answer, facts about the request: "max_tokens" sent, "counted_prompt_tokens" when counted)
 Sent = tuple[AIMessage, dict[str, Any]]
 
+OPENAI_API_URL = "https://api.openai.com/v1"  # the server when OPENAI_BASE_URL is not set
 DEFAULT_MAX_TOKENS = 1024
 DEFAULT_TIMEOUT_S = 180.0  # a small CPU-served model can need minutes for 1k tokens
 DEFAULT_NETWORK_RETRIES = 2
@@ -180,7 +181,7 @@ class LLMModel(ReaskingModel):
         if context_window is not None and context_window <= MIN_ANSWER_TOKENS:
             raise ValueError(f"context_window must be > {MIN_ANSWER_TOKENS} tokens, got {context_window}")
         self.name = model
-        self.base_url = base_url or "https://api.openai.com/v1"
+        self.base_url = base_url or OPENAI_API_URL
         self.output_retries = output_retries
         self.max_tokens = max_tokens
         self.max_tokens_by_role = dict(max_tokens_by_role or {})
@@ -195,10 +196,13 @@ class LLMModel(ReaskingModel):
 
     @property
     def prompt_room(self) -> str:
-        """Compact prompts for a window under ROOMY_WINDOW tokens (SmolLM2's 8,192), roomy ones otherwise: a
-        served model whose window is not given (RLGPT_LLM_CONTEXT_WINDOW) is taken to be a large one."""
-        small = self.context_window is not None and self.context_window < ROOMY_WINDOW
-        return COMPACT_ROOM if small else ROOMY_ROOM
+        """Compact prompts for a window under ROOMY_WINDOW tokens (SmolLM2's 8,192), roomy ones for a larger one.
+        Where no window is given (RLGPT_LLM_CONTEXT_WINDOW): roomy for OpenAI's own API, whose models all have
+        large windows, compact for any other server (a llama.cpp server is often started with 8,192 tokens, and
+        Ollama cuts a longer prompt without a word)."""
+        if self.context_window is not None:
+            return COMPACT_ROOM if self.context_window < ROOMY_WINDOW else ROOMY_ROOM
+        return ROOMY_ROOM if self.base_url.rstrip("/") == OPENAI_API_URL else COMPACT_ROOM
 
     @staticmethod
     def _openai_chat(model, api_key, base_url, max_tokens, temperature, timeout, network_retries):
