@@ -135,7 +135,8 @@ def smollm2_model(**options: Any) -> AgentModel:
                                 "count_prompt": count_chat_tokens, "timeout": SMOLLM2_TIMEOUT_S}
     if "max_tokens" not in options:  # a limit the user set holds for every role
         defaults.update(max_tokens=SMOLLM2_MAX_TOKENS, max_tokens_by_role=SMOLLM2_MAX_TOKENS_BY_ROLE)
-    options = {k: v for k, v in options.items() if k != "context_window"}  # the server's own window holds
+    if "context_window" in options:  # a smaller window tightens the guard; the server's own is the most there is
+        options = {**options, "context_window": min(int(options["context_window"]), SMOLLM2_CONTEXT)}
     server = LlamaServer(n_ctx=SMOLLM2_CONTEXT).start()
     try:
         return LLMModel(server.model_id, api_key=LOCAL_SERVER_DUMMY_KEY, base_url=server.base_url,
