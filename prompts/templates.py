@@ -317,8 +317,11 @@ def _best_attempt(best: Mapping[str, Any] | None, room: PromptRoom) -> str:
                      for name, whose in (best.get("helpers") or {}).items())
     title = (f"Your best attempt at this subtask so far (outer iteration {int(best.get('outer_iter') or 0) + 1}, "
              f"revision {best.get('inner_iter')}: {figures}{played})")
-    body = (f"```python\n{clip(str(best['code']).rstrip(), room.code_chars)}\n```\n"
-            "A `fail` verdict keeps this one unless a later round ranks higher; send its code again to go back to it.")
+    # whole where the room allows two answers' worth: an answerer read it cut and could not send it back as it was
+    body = (f"```python\n{clip(str(best['code']).rstrip(), 2 * room.code_chars)}\n```\n"
+            "A `fail` verdict keeps this one unless a later round ranks higher. To go back to it, send its "
+            "definitions again: each replaces the later one of its name; what later answers added besides stays "
+            "loaded.")
     return _section(title, body)
 
 

@@ -350,7 +350,10 @@ def test_a_roomy_repair_shows_the_best_attempt_so_far_where_a_later_round_scored
     assert ("## Your best attempt at this subtask so far (outer iteration 1, revision 1: 5 of 8 runs succeeded, 5 of "
             "the 6 that reached the action; its runs played the earlier `stay_alive` (the built-in) in place of a "
             "rewrite)\n```python\n" + best_code.rstrip()) in text, text
-    assert "send its code again to go back to it" in text
+    assert "To go back to it, send its definitions again: each replaces the later one of its name" in text
+    long_best = {**best, "sources": [best_code + "\n# " + "x" * 14_000]}  # two answers' worth: shown whole
+    assert "characters cut" not in messages_for("fast", context("roomy", {**state, "best": {
+        "make_wood_pickaxe": long_best}}))[-1].content.split("Your best attempt", 1)[1]
     assert "best_attempt" not in context("compact", state)
     assert "best_attempt" not in context("roomy", {**state, "last_result": best})  # the last round is the best
 
