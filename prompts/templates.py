@@ -38,10 +38,11 @@ class PromptRoom:
 
     `compact` keeps every call of a run inside SmolLM2's 8,192-token window (benchmarks/prompt_budget.py): the
     fast prompt at depth near 20k characters, its last code and test report cut. `roomy` is for a model with a
-    large window (a served model whose window is unknown or large, a `file:` answerer): it sees its whole last
-    code (a model with no memory of its answers repairs from what the prompt shows), the critic the whole
-    judged code, and a report with every failing seed's line in full and more seeds in detail (answerers
-    repairing deaths in a long chain read most seeds cut to "... before your action ...")."""
+    large window (nodes.models.base.prompt_room_of: a served model with a large window or on OpenAI's API, a
+    `file:` answerer): it sees its whole last code (a model with no memory of its answers repairs from what the
+    prompt shows) and its best attempt beside a later, lower round, the critic the whole judged code, and a
+    report with every failing seed's line in full and more seeds in detail (answerers repairing deaths in a
+    long chain read most seeds cut to "... before your action ...")."""
     name: str
     report_chars: int  # the code-test report as nodes.fast.report_text makes it
     code_chars: int  # the fast agent's last code
@@ -306,8 +307,8 @@ def _last_attempt(last: Mapping[str, Any] | None, mode: str, room: PromptRoom = 
 
 
 def _best_attempt(best: Mapping[str, Any] | None, room: PromptRoom) -> str:
-    """The subtask's best code attempt so far, where a later round scored lower: what `fail` keeps, and the code
-    to send again to go back to it."""
+    """The subtask's best code attempt so far, where a later round ranked lower: what `fail` keeps, and how to go
+    back to it."""
     if not best or not best.get("code"):
         return ""
     figures = f"{best.get('successes')} of {best.get('episodes')} runs succeeded"
