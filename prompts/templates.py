@@ -207,15 +207,12 @@ def _render_slow(c: SlowFacts) -> str:
         _section("Current decomposition", _decomposition(c.get("previous"))),
         _section("Latest critique", c.get("critique")),
         _section("Best measured attempt so far", c.get("best")),
-        # the list first, the rules after it in two sentences: an answerer found them hard to parse as one
-        # parenthesis in the heading
-        _section("Built-in coded actions",
+        _section("Built-in coded actions (list one, or an earlier skill's helper, only to write it anew; yours "
+                 "replaces it in this subtask's tests and, once kept, in later subtasks; a coded decomposition's "
+                 "new stay_alive, explore, collect_food or collect_drink is tested beside the earlier one on the "
+                 "same seeds, once per version while the budget allows; the better is kept, yours on a tie)",
                  ", ".join(name + (f" (written anew for {rewritten[name]})" if name in rewritten else "")
-                           for name in BUILTIN_ACTIONS)
-                 + "\nList one (or an earlier skill's helper) only to write it anew: yours replaces it in this "
-                 "subtask's tests and, once kept, in later subtasks. A new stay_alive, explore, "
-                 "collect_food or collect_drink of a coded decomposition is tested beside the one before it on the "
-                 "same seeds (once per version, while the budget allows); the better is kept, yours on a tie."),
+                           for name in BUILTIN_ACTIONS)),
         _section("Moved to rl by the graph", forced and (
             f"The plan gave up on `{forced}`, so the graph learns it: mark `{forced}` kind 'rl' in your answer "
             "(coded sub-actions go into its action head).")),
