@@ -31,8 +31,10 @@ from nodes.attempt.results import (
     judged_count,
     judged_rate,
     pass_rule_text,
+    repair_stalls,
     round_best,
     round_passes,
+    same_seed_rounds,
     successes_needed,
     training_pass_rule_text,
 )
@@ -76,11 +78,8 @@ def _rates_on_the_same_seeds(results: list[MeasuredResult], result: MeasuredResu
     `result`: the critic then knows that the best of them was picked on those seeds. `whole_chain`: the plan's
     last subtask, whose attempts are compared over all runs (held-out play is the chain): their success rates,
     as kept (an answerer read judged rates of 50-100% beside a best success_rate of 0.375 as a contradiction)."""
-    if result.get("kind") != "code" or not result.get("seeds"):
-        return []
-    return [float(round_best(r)["success_rate"]) if whole_chain else judged_rate(r) for r in results
-            if r is not result and r != result and r.get("kind") == "code" and r.get("seeds") == result["seeds"]
-            and (r.get("subtask"), r.get("sub_action")) == (result.get("subtask"), result.get("sub_action"))]
+    return [float(round_best(r)["success_rate"]) if whole_chain else judged_rate(r)
+            for r in same_seed_rounds(results, result)]
 
 
 def _failed_result(judged: SubActionEntry, why: str) -> MeasuredResult:
@@ -136,10 +135,15 @@ def verdict_rules(settings: RunSettings, inner: int, outer: int, kind: str, scor
     return "\n".join(f"- {r}" for r in rules)
 
 
-def loops_text(settings: RunSettings, inner: int, outer: int, kind: str) -> dict[str, str]:
-    """Where the attempt stands in the loops, counted from 1 like the verdict rules."""
+def loops_text(settings: RunSettings, inner: int, outer: int, kind: str, stalled: bool = False) -> dict[str, str]:
+    """Where the attempt stands in the loops, counted from 1 like the verdict rules (`stalled`: the plan's last
+    subtask, whose repair gained nothing on the best round: results.gains_nothing)."""
     if kind == "rl":
         here = {"training": f"{inner + 1} of {settings.max_inner_iters + 1} for this decomposition"}
+    elif stalled:
+        here = {"code repairs used by the fast agent": f"{inner} of {settings.max_inner_iters}: this repair "
+                "scored no more successes than the best round on the same seeds, so it asks you now (on the "
+                "plan's last subtask repairs go on only while they gain)"}
     else:
         here = {"code repairs used by the fast agent": f"{inner} of {settings.max_inner_iters} (it asks you "
                 "when a test meets the pass rule or its repairs are spent)"}
@@ -195,7 +199,9 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
         "best_by_kind": {**earlier, "rl_before": earlier.get("rl")},
         "best_measure": "success_given_start" if from_chain else "success_rate",
         "inner_iter": inner, "max_inner_iters": max_inner, "outer_iter": outer, "max_outer_iters": max_outer,
-        "loops": loops_text(settings, inner, outer, judged["kind"]),
+        "loops": loops_text(settings, inner, outer, judged["kind"], stalled=inner < max_inner and repair_stalls(
+            current.get("results", []), result, whole_chain=whole_chain, repair=inner,
+            target=settings.target_success)),
         "budget_left": budget_left(current), "min_train_steps": MIN_TRAIN_STEPS,
         "pass_rule": pass_rule_text(judged_runs, settings.target_success) + chain_rule if judged["kind"] == "code"
         else training_pass_rule_text(settings.target_success, result.get("rate_source") == CHAIN_STARTS),

@@ -9,8 +9,9 @@ Successful code tests leave where they stopped for later trainings to start from
 - a test of a coded building block of a policy's head: its report is filed with the training's
   configuration, and the fast agent goes on;
 - a code test: the critic judges it when it meets the pass rule (for the plan's last subtask, over every
-  run of the chain as well: nodes.attempt.results.round_passes) or the revisions are spent; otherwise
-  the fast agent repairs the code from the report;
+  run of the chain as well: nodes.attempt.results.round_passes) or the revisions are spent, and on the
+  plan's last subtask when a repair gains nothing on the best round on the same seeds
+  (nodes.attempt.results.gains_nothing); otherwise the fast agent repairs the code from the report;
 - any other tool (configure_rl, a plugin's): the fast agent reads its answer.
 
 The fast agent only chooses what to ask and asks; the critic reads what was measured here.
@@ -29,6 +30,7 @@ from nodes.attempt.results import (
     TRAIN_TOOL,
     last_tool_round,
     plays_helpers_before,
+    repair_stalls,
     round_best,
     round_passes,
 )
@@ -68,9 +70,16 @@ def measure(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Litera
                                                 "prerequisites", "outcomes", "per_seed")}}
     # the round passes on the attempt a verdict would keep: with the chain's helpers before a rewrite, where
     # those ranked higher on the same seeds
-    passed = bool(measured) and round_passes(round_best(measured), settings.target_success,
-                                             ends_the_chain(state, settings.task))
-    if passed or int(state.get("inner_iter", 0)) >= settings.max_inner_iters:
+    whole_chain = ends_the_chain(state, settings.task)
+    passed = bool(measured) and round_passes(round_best(measured), settings.target_success, whole_chain)
+    repair = int(state.get("inner_iter", 0))
+    stalled = bool(measured) and repair_stalls(current.get("results", []), measured, whole_chain=whole_chain,
+                                               repair=repair, target=settings.target_success)
+    if passed or stalled or repair >= settings.max_inner_iters:
+        if stalled:  # the critic logs the round's measure event with its verdict
+            update["events"] = [{"type": "repairs_end", "subtask": measured.get("subtask"),
+                                 "sub_action": measured.get("sub_action"),
+                                 "reason": "a repair gained nothing on the best round on these seeds"}]
         return Command(goto="critic", update=update)
     update["events"] = [measure_event(measured, "repair")]
     return Command(goto="fast", update=update)

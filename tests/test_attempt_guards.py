@@ -305,6 +305,74 @@ def test_the_critic_of_the_plans_last_subtask_judges_every_run_of_the_chain_too(
             "all 8 runs of the chain (the plan's last subtask needs both).") in seen["text"]
 
 
+def test_on_the_plans_last_subtask_repairs_go_on_only_while_they_gain_on_the_best_round(tmp_path):
+    """Answerers spent 40,000-70,000 steps repairing the diamond chain on the same 8 worlds, one seed up or
+    down, since its 7-of-8 rule over every run sits far above any chain's rate. A repair of the plan's last
+    subtask that scores no more successes than the best earlier round on the same seeds now goes to the
+    critic, which is told why; a repair that gains, the first code of a decomposition, and any repair of an
+    earlier subtask still come back to the fast agent."""
+    from langchain_core.messages import ToolMessage
+
+    from nodes.attempt.results import summarise_code_runs
+    from nodes.critic import critic
+    from nodes.measure import measure
+
+    def tested(successes: int, inner: int, seeds: list[int] | None = None) -> dict:
+        runs = [{"seed": i, "task_success": i < successes, "ended": "success" if i < successes else "died",
+                 "steps": 40, "achievements_before": [], "achievements_unlocked": ["collect_wood"],
+                 "trace": "step 1: do"} for i in (seeds or range(8))]
+        return {**summarise_code_runs(runs, ["collect_wood"], ["collect_coal"]), "subtask": "collect_coal",
+                "sub_action": "collect_coal", "outer_iter": 0, "inner_iter": inner}
+
+    wood = {"name": "collect_wood", "kind": "code", "entry": "collect_wood", "passing": True, "success_rate": 1.0,
+            "episodes": 8, "sources": ["def collect_wood(game):\n    yield 'do'\n"]}
+    ai = AIMessage(content="", tool_calls=[{"name": "run_code_in_env", "args": {}, "id": "c1"}], id="r1")
+
+    def state_after(earlier: list[dict], last: dict) -> dict:
+        return {"task": "collect_coal", "plan": [{"name": "collect_wood"}, {"name": "collect_coal"}], "subtask_index": 1,
+                "skills": {"collect_wood": wood}, "results": [*earlier, last], "best": {},
+                "decomposition": {"subtask": "collect_coal", "reason": "", "sub_actions": [_code("collect_coal")]},
+                "messages": [ai, ToolMessage(content="{}", name="run_code_in_env", tool_call_id="c1")],
+                "counted_round": "r1", "last_result": last, "inner_iter": last["inner_iter"], "outer_iter": 0,
+                "last_attempt": {"code": "def collect_coal(game):\n    yield 'do'\n"}}
+
+    settings = RunSettings(out_dir=tmp_path, task="collect_coal")
+
+    class Runtime:
+        context = run_context(settings, ExpertModel())
+
+    first = tested(3, inner=0)
+    assert measure(state_after([], first), Runtime()).goto == "fast"  # the first code: nothing to gain on yet
+    no_gain = tested(3, inner=1)
+    stalled = measure(state_after([first], no_gain), Runtime())
+    assert stalled.goto == "critic"
+    assert stalled.update["events"] == [{"type": "repairs_end", "subtask": "collect_coal", "sub_action": "collect_coal",
+                                         "reason": "a repair gained nothing on the best round on these seeds"}]
+    assert measure(state_after([first], tested(4, inner=1)), Runtime()).goto == "fast"  # it gained: repairs go on
+    # a round on other seeds cannot be set against the first seed for seed
+    assert measure(state_after([first], tested(3, inner=1, seeds=list(range(8, 16)))), Runtime()).goto == "fast"
+    longer_plan = {**state_after([first], no_gain), "plan": [{"name": "collect_wood"}, {"name": "collect_coal"},
+                                                             {"name": "collect_iron"}]}
+    assert measure(longer_plan, Runtime()).goto == "fast"
+
+    seen: dict = {}
+
+    class Critic:
+        name = "scripted critic"
+
+        def structured(self, role, messages, schema, context=None):
+            seen.update(context or {}, text=messages[-1].content)
+            return schema(sub_action="collect_coal", verdict="fail", success_rate=0.375, feedback="keep the best")
+
+    class CriticRuntime:
+        context = run_context(settings, Critic())
+
+    critic({**state_after([first], no_gain), "last_attempt": {"code": "def collect_coal(game):\n    yield 'do'\n",
+                                                             "report": "a report"}}, CriticRuntime())
+    assert ("1 of 3: this repair scored no more successes than the best round on the same seeds, so it asks you now "
+            "(on the plan's last subtask repairs go on only while they gain)") in seen["text"]
+
+
 class _RoomyExpert(ExpertModel):
     """The expert, taking the prompts a large-window model gets, noting the room of every fast and critic call."""
 

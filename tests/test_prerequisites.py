@@ -78,8 +78,10 @@ def test_the_plans_last_subtask_owns_the_chains_survival_while_its_revisions_las
     assert not ends_the_chain({**last, "subtask_index": 3}, "make_stone_pickaxe")
     assert not ends_the_chain(last, "crafter_score")
     assert not ends_the_chain({**last, "skills": {}}, "make_stone_pickaxe")  # no earlier skill: every run reaches it
-    assert "held-out play is this chain, so until 7 of all 8 runs succeed" in pass_rule_text(8, 0.9, whole_chain=True)
+    assert "held-out play is this chain, so until 7 of all 8 runs succeed," in pass_rule_text(8, 0.9, whole_chain=True)
     assert "whatever ended the others before your action" in pass_rule_text(8, 0.9, whole_chain=True)
+    assert ("the round comes back to you while revisions last and each repair has more successes than your best "
+            "round (else the critic judges, keeping the best)") in pass_rule_text(8, 0.9, whole_chain=True)
     assert "held-out play" not in pass_rule_text(8, 0.9)
 
 

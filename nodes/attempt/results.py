@@ -200,8 +200,9 @@ def pass_rule_text(n: int, target: float, whole_chain: bool = False) -> str:
             f"the sub-action after earlier skills (a skill truly at {target:.0%} scores {k}+ in {chance:.0%} of "
             "rounds)")
     if whole_chain:
-        text += (f". The plan's last subtask: held-out play is this chain, so until {k} of all {n} runs succeed "
-                 "the round comes back to you while revisions last, whatever ended the others before your action")
+        text += (f". The plan's last subtask: held-out play is this chain, so until {k} of all {n} runs succeed, "
+                 "whatever ended the others before your action, the round comes back to you while revisions last "
+                 "and each repair has more successes than your best round (else the critic judges, keeping the best)")
     return text
 
 
@@ -306,6 +307,37 @@ def round_best(result: Mapping[str, Any]) -> Mapping[str, Any]:
     subtask's rewrite when those ranked higher on the same seeds (nodes.attempt.rounds.record_round)."""
     before = result.get("helpers_before") or {}
     return before if before.get("ranks_above") else result
+
+
+def same_seed_rounds(results: Sequence[Mapping[str, Any]], result: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The earlier code rounds of `result`'s sub-action tested on the same seeds: each round replays the same
+    worlds, so these are the rounds it can be set against seed for seed."""
+    if result.get("kind") != "code" or not result.get("seeds"):
+        return []
+    return [r for r in results
+            if r is not result and r != result and r.get("kind") == "code" and r.get("seeds") == result["seeds"]
+            and (r.get("subtask"), r.get("sub_action")) == (result.get("subtask"), result.get("sub_action"))]
+
+
+def gains_nothing(results: Sequence[Mapping[str, Any]], result: Mapping[str, Any]) -> bool:
+    """Whether a round scores no more successes over all its runs than the best earlier round on the same
+    seeds (each as a verdict keeps it: round_best). On the plan's last subtask such a repair ends the repairs
+    (nodes.measure): its chain's rate sits far below any whole-chain target, and more rounds on the same 8
+    worlds tune to those worlds (answerers spent 40,000-70,000 steps so)."""
+    earlier = same_seed_rounds(results, result)
+    if not earlier:
+        return False
+    best = max(int(round_best(r).get("successes") or 0) for r in earlier)
+    return int(round_best(result).get("successes") or 0) <= best
+
+
+def repair_stalls(results: Sequence[Mapping[str, Any]], result: Mapping[str, Any], *, whole_chain: bool,
+                  repair: int, target: float) -> bool:
+    """Whether the fast agent's repairs end at this round before they are spent: the plan's last subtask
+    (`whole_chain`), a repair (`repair` >= 1, not the first code of a decomposition) that does not pass and
+    gains nothing on the best earlier round on the same seeds."""
+    return (whole_chain and repair >= 1 and not round_passes(round_best(result), target, whole_chain)
+            and gains_nothing(results, result))
 
 
 def steps_of(messages: Sequence[BaseMessage]) -> int:
