@@ -98,8 +98,10 @@ def verdict_rules(settings: RunSettings, inner: int, outer: int, kind: str, scor
               "reached the action)") if kind == "code" else "its success_rate"
     # an answerer could not tell that a revise or a move spends one of the subtask's outer iterations
     next_outer = f" (outer iteration {outer + 2} of {settings.max_outer_iters}, spending steps again)"
-    rules = [f"pass: the subtask is done with this attempt; a pass counts as revise when {judged} is below the "
-             f"skill threshold {settings.skill_threshold:.0%}."]
+    # an answerer held back a pass on a last round below an earlier one, reading "done with this attempt"
+    rules = [f"pass: the subtask is done with this attempt, or with the best earlier one where that ranks higher "
+             f"(as fail keeps it); a pass counts as revise when {judged} is below the skill threshold "
+             f"{settings.skill_threshold:.0%}."]
     if not outer_left:
         ends = "move ends it like fail" if trains_again else "revise and move end it like fail"
         rules.insert(0, f"This is the subtask's last outer iteration ({outer + 1} of {settings.max_outer_iters}): "

@@ -57,7 +57,7 @@ class PromptRoom:
         return self.report_chars + 250
 
 
-COMPACT = PromptRoom("compact", report_chars=2200, code_chars=1800, critic_code_chars=3000, result_chars=1500,
+COMPACT = PromptRoom("compact", report_chars=2050, code_chars=1800, critic_code_chars=3000, result_chars=1500,
                      library_lines=12, rest_chars=600)
 ROOMY = PromptRoom("roomy", report_chars=7000, code_chars=8400, critic_code_chars=8400, result_chars=3000,
                    library_lines=40, rest_chars=2000)
