@@ -151,6 +151,8 @@ class FastLimits(TypedDict):
     pass_rule: str
     last_round_steps: NotRequired[int]   # the env steps of this sub-action's latest code-test round
     max_code_chars: NotRequired[int]     # the longest code an answer may hold (nodes.schemas.MAX_CODE_CHARS)
+    # roomy prompts: why a rewrite of a chain helper would not be played against the earlier one this round
+    helpers_compared_only_if: NotRequired[str]
 
 
 class RLFacts(TypedDict):

@@ -282,7 +282,8 @@ def _last_attempt(last: Mapping[str, Any] | None, mode: str, room: PromptRoom = 
         body += f"```python\n{clip(str(last['code']).rstrip(), room.code_chars)}\n```\n"
     if last.get("report"):
         title += " and what happened"
-        fix = ("the code (code sent again unchanged goes to the critic untested)" if mode == "code"
+        # "unchanged" is the program's: an answerer edited a line of an action whose stay_alive it had rewritten
+        fix = ("the code (a program sent again with no piece changed goes to the critic untested)" if mode == "code"
                else "the configuration")
         result = last.get("result") or {}
         if mode == "code" and result.get("prerequisites") and result.get("episodes") and not result.get("started"):
@@ -294,7 +295,8 @@ def _last_attempt(last: Mapping[str, Any] | None, mode: str, room: PromptRoom = 
               and int(result.get("started") or 0) < int(result.get("episodes") or 0)):
             # an answerer asked to "fix it in the code" spent 8 rounds on deaths before its action, within noise
             ask = ("Every run that reached your action succeeded: the others ended in the chain before it. Only a "
-                   "`stay_alive` you write changes those; code sent again unchanged goes to the critic untested.")
+                   "`stay_alive` you write changes those; a program with no piece changed goes to the critic "
+                   "untested.")
         else:
             ask = f"Find the cause of the failure in the report and fix it in {fix}."
         body += f"Report:\n{clip(str(last['report']).rstrip(), room.shown_report_chars)}\n{ask}"
@@ -351,11 +353,15 @@ def _limits(limits: Mapping[str, Any] | None, mode: str) -> str:
         lines.append(f"An answer's code holds at most {limits['max_code_chars']} characters.")
     if left is not None and not round_line:
         lines.append(f"Environment steps left in the budget: {left}.")
+    if mode == "code" and limits.get("helpers_compared_only_if"):
+        lines.append("A rewrite of `stay_alive` (or `explore`, `collect_food`, `collect_drink`) is played against the "
+                     f"earlier one too only while the budget allows, and this round it would not be: "
+                     f"{limits['helpers_compared_only_if']}.")
     if mode == "code" and limits.get("pass_rule"):
         lines.append(f"Pass rule: {limits['pass_rule']}.")
     rest = {k: v for k, v in limits.items()
             if k not in ("test_seeds", "max_steps_per_test", "budget_left", "pass_rule", "last_round_steps",
-                         "max_code_chars")}
+                         "max_code_chars", "helpers_compared_only_if")}
     if rest:
         lines.append(_pairs(rest))
     return "\n".join(lines)

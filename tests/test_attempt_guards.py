@@ -329,8 +329,8 @@ def test_on_the_plans_last_subtask_repairs_go_on_only_while_they_gain_on_the_bes
     ai = AIMessage(content="", tool_calls=[{"name": "run_code_in_env", "args": {}, "id": "c1"}], id="r1")
 
     def state_after(earlier: list[dict], last: dict) -> dict:
-        return {"task": "collect_coal", "plan": [{"name": "collect_wood"}, {"name": "collect_coal"}], "subtask_index": 1,
-                "skills": {"collect_wood": wood}, "results": [*earlier, last], "best": {},
+        return {"task": "collect_coal", "plan": [{"name": "collect_wood"}, {"name": "collect_coal"}],
+                "subtask_index": 1, "skills": {"collect_wood": wood}, "results": [*earlier, last], "best": {},
                 "decomposition": {"subtask": "collect_coal", "reason": "", "sub_actions": [_code("collect_coal")]},
                 "messages": [ai, ToolMessage(content="{}", name="run_code_in_env", tool_call_id="c1")],
                 "counted_round": "r1", "last_result": last, "inner_iter": last["inner_iter"], "outer_iter": 0,
@@ -371,6 +371,33 @@ def test_on_the_plans_last_subtask_repairs_go_on_only_while_they_gain_on_the_bes
                                                              "report": "a report"}}, CriticRuntime())
     assert ("1 of 3: this repair scored no more successes than the best round on the same seeds, so it asks you now "
             "(on the plan's last subtask repairs go on only while they gain)") in seen["text"]
+
+
+def test_a_roomy_prompt_says_before_the_round_when_a_helper_rewrite_would_not_be_compared(tmp_path):
+    """An answerer read the whole budget left as a round's room, rewrote stay_alive, and learned from the next
+    report that the rewrite had not been played against the earlier one (both sets did not fit). A roomy prompt
+    says so before the round, with the same reason the report would give; a compact one keeps its tokens."""
+    from nodes.fast import SubtaskCode, fast_context
+    from prompts.templates import messages_for
+
+    wood = {"name": "collect_wood", "kind": "code", "entry": "collect_wood", "passing": True, "success_rate": 1.0,
+            "episodes": 8, "sources": ["def collect_wood(game):\n    yield 'do'\n"]}
+    coal = _code("collect_coal")
+    state: dict = {"task": "collect_coal", "plan": [{"name": "collect_wood"}, {"name": "collect_coal"}],
+                   "subtask_index": 1, "skills": {"collect_wood": wood}, "outer_iter": 0, "last_attempt": None,
+                   "messages": [], "budget_steps": 5000, "env_steps_spent": 0, "code_versions": [],
+                   "decomposition": {"subtask": "collect_coal", "reason": "", "sub_actions": [coal]}}
+    settings = RunSettings(out_dir=tmp_path, task="collect_coal", test_max_steps=500)
+    lib = SubtaskCode(state, settings)
+    said = ("A rewrite of `stay_alive` (or `explore`, `collect_food`, `collect_drink`) is played against the earlier "
+            "one too only while the budget allows, and this round it would not be: both sets of tests at full length "
+            "need 8,000 steps and 5,000 are left (a lower `max_steps` lets them run).")
+    roomy = fast_context(state, settings, lib, "code", coal, [], room="roomy")
+    assert said in messages_for("fast", roomy)[-1].content
+    compact = fast_context(state, settings, lib, "code", coal, [], room="compact")
+    assert "is played against the earlier one too" not in messages_for("fast", compact)[-1].content
+    plenty = fast_context({**state, "budget_steps": 50_000}, settings, lib, "code", coal, [], room="roomy")
+    assert "helpers_compared_only_if" not in plenty["limits"]
 
 
 class _RoomyExpert(ExpertModel):
