@@ -57,7 +57,7 @@ ROUTE_LABELS: dict[str, dict[str, str]] = {
     "slow": {"attempt": "decomposition", "planner": "no decomposition", "executor": "limit reached"},
     "fast": {"tools": "code test / training / tool", "critic": "no usable answer / unchanged code",
              "fast": "next coded action", "leave": "limit reached"},
-    "measure": {"critic": "judge: passed, revisions out, trained", "fast": "repair / next step"},
+    "measure": {"critic": "judge: passed, no gain, revisions out, trained", "fast": "repair / next step"},
     "critic": {"fast": "revise: train longer", "leave": "pass / move / re-plan / limit"},
 }
 PLUGIN_LABEL = "then the plugin nodes"

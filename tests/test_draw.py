@@ -40,7 +40,8 @@ def test_draw_cli_writes_mermaid_and_png(tmp_path):
     assert "attempt\\3afast -. &nbsp;code test / training / tool&nbsp; .-> attempt\\3atools" in mmd
     assert "attempt\\3atools --> attempt\\3ameasure" in mmd  # a fixed edge: no label
     assert "attempt\\3ameasure -. &nbsp;repair / next step&nbsp; .-> attempt\\3afast" in mmd
-    assert "attempt\\3ameasure -. &nbsp;judge: passed, revisions out, trained&nbsp; .-> attempt\\3acritic" in mmd
+    assert ("attempt\\3ameasure -. &nbsp;judge: passed, no gain, revisions out, trained&nbsp; .-> attempt\\3acritic"
+            in mmd)
     assert "attempt\\3acritic -. &nbsp;revise: train longer&nbsp; .-> attempt\\3afast" in mmd
     assert "slow -. &nbsp;decomposition&nbsp; .-> attempt\\3a__start__" in mmd
     assert "attempt\\3aleave -. &nbsp;move / revise&nbsp; .-> slow" in mmd
