@@ -91,7 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target-success", type=float, metavar="P",
                    help=f"success rate that passes an attempt outright (default: {d['target_success'].default})")
     p.add_argument("--max-replans", type=int, metavar="N",
-                   help=f"re-plans after a subtask fails (default: {d['max_replans'].default})")
+                   help=f"re-plans after a subtask fails (default: {d['max_replans'].default}; past them the task "
+                        "itself is learned once with the budget left)")
     p.add_argument("--skill-threshold", type=float, metavar="P",
                    help=f"success rate at which a skill is reused (default: {d['skill_threshold'].default})")
     p.add_argument("--seed", type=int, help=f"training/code-test seed, below 1000000 (default: {d['seed'].default})")

@@ -112,7 +112,8 @@ def verdict_rules(settings: RunSettings, inner: int, outer: int, kind: str, scor
         rules.append("revise: the trainings of this decomposition are spent: " + (
             f"the slow agent revises the decomposition with your feedback{next_outer}." if outer_left
             else "as fail."))
-    else:  # a code attempt reaches the critic when it meets the pass rule or its own repairs are spent
+    else:  # a code attempt reaches the critic when it meets the pass rule, its own repairs are spent, or (the
+        # plan's last subtask) a repair gained nothing (nodes.attempt.results.repair_stalls)
         rules.append("revise: " + (f"the slow agent revises the decomposition with your feedback{next_outer}; "
                                    "its fast agent then writes the code again, starting from this attempt and its "
                                    "report." if outer_left else "as fail."))
@@ -201,8 +202,8 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
         "best_by_kind": {**earlier, "rl_before": earlier.get("rl")},
         "best_measure": "success_given_start" if from_chain else "success_rate",
         "inner_iter": inner, "max_inner_iters": max_inner, "outer_iter": outer, "max_outer_iters": max_outer,
-        "loops": loops_text(settings, inner, outer, judged["kind"], stalled=inner < max_inner and repair_stalls(
-            current.get("results", []), result, whole_chain=whole_chain, repair=inner,
+        "loops": loops_text(settings, inner, outer, judged["kind"], stalled=repair_stalls(
+            current.get("results", []), result, whole_chain=whole_chain, repair=inner, max_repairs=max_inner,
             target=settings.target_success)),
         "budget_left": budget_left(current), "min_train_steps": MIN_TRAIN_STEPS,
         "pass_rule": pass_rule_text(judged_runs, settings.target_success) + chain_rule if judged["kind"] == "code"
@@ -223,7 +224,10 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
                             verdict="pass" if round_passes(kept, settings.target_success, whole_chain) else "fail",
                             feedback=f"(no valid critique from the model: {exc.last_error[:300]})")
     c = cast(CritiqueEntry, critique.model_dump())
-    kept_rate = judged_rate(kept)
+    # a pass keeps the better of this round and the subtask's best (below): the threshold judges that one; a
+    # round that gained nothing on an earlier, better one would otherwise turn a pass into a revise
+    passed = result if at_least_as_good(result, best[subtask]) else best[subtask]
+    kept_rate = judged_rate(round_best(passed))
     if c["verdict"] == "pass" and kept_rate < settings.skill_threshold:
         # a skill that mostly fails would be built on by every later subtask: the numbers overrule the model
         c.update({"verdict": "revise", "move_to": None, "feedback": (
@@ -251,8 +255,7 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
             "events": update["events"] + done + more})
 
     if c["verdict"] == "pass":  # the best attempt is what is kept: an earlier one may have measured higher
-        kept = result if at_least_as_good(result, best[subtask]) else best[subtask]
-        return finish(kept, "subtask")
+        return finish(passed, "subtask")
     stop = limit_reached(current, settings, model)
     if stop:
         return finish(best[subtask], "executor", stop_reason=stop, more_events=[{"type": "stop", "reason": stop}])

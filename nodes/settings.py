@@ -78,7 +78,8 @@ class RunSettings(BaseModel):
                               "'sync' in this process, 'ray' as 'actors' on a Ray cluster (docs/scaling.md)")
     target_success: float = Field(
         0.9, ge=0.0, le=1.0, description="success rate at which an attempt passes outright (no more refining)")
-    max_replans: int = Field(1, ge=0, le=20, description="re-plans the planner may make after a subtask fails")
+    max_replans: int = Field(1, ge=0, le=20, description="re-plans the planner may make after a subtask fails "
+                                                          "(past them, the task itself is learned once)")
     skill_threshold: float = Field(
         DEFAULT_SKILL_THRESHOLD, ge=0.0, le=1.0,
         description="success rate at which a skill counts as passing and is reused")

@@ -261,6 +261,20 @@ def test_code_that_defines_a_built_ins_alias_is_refused_before_a_step_and_asked_
     assert again.goto == "tools" and again.update["messages"][0].tool_calls
 
 
+class _FailingCritic:
+    """A critic that answers `fail` for collect_coal and notes the facts and the prompt it was given in `seen`."""
+
+    name = "scripted critic"
+
+    def __init__(self, seen: dict, success_rate: float, feedback: str):
+        self.seen, self.success_rate, self.feedback = seen, success_rate, feedback
+
+    def structured(self, role, messages, schema, context=None):
+        self.seen.update(context or {}, text=messages[-1].content)
+        return schema(sub_action="collect_coal", verdict="fail", success_rate=self.success_rate,
+                      feedback=self.feedback)
+
+
 def test_the_critic_of_the_plans_last_subtask_judges_every_run_of_the_chain_too(tmp_path):
     """1 of 1 runs that reached the diamond action succeeded, 1 of 8 runs in all: for the plan's last
     subtask, whose chain held-out play runs, that does not meet the target, as the fast agent was told."""
@@ -285,17 +299,11 @@ def test_the_critic_of_the_plans_last_subtask_judges_every_run_of_the_chain_too(
              "messages": [ai, ToolMessage(content="{}", name="run_code_in_env", tool_call_id="c1")],
              "counted_round": "r1", "last_result": result, "inner_iter": 3, "outer_iter": 0,
              "last_attempt": {"code": "def collect_coal(game):\n    yield 'do'\n", "report": "a report"}}
-    seen = {}
-
-    class Critic:
-        name = "scripted critic"
-
-        def structured(self, role, messages, schema, context=None):
-            seen.update(context or {}, text=messages[-1].content)
-            return schema(sub_action="collect_coal", verdict="fail", success_rate=0.125, feedback="the chain dies")
+    seen: dict = {}
 
     class Runtime:
-        context = run_context(RunSettings(out_dir=tmp_path, task="collect_coal"), Critic())
+        context = run_context(RunSettings(out_dir=tmp_path, task="collect_coal"),
+                              _FailingCritic(seen, 0.125, "the chain dies"))
 
     critic(state, Runtime())
     assert seen["meets_target"] is False and seen["chain_count"] == (1, 8)
@@ -322,7 +330,8 @@ def test_on_the_plans_last_subtask_repairs_go_on_only_while_they_gain_on_the_bes
                  "steps": 40, "achievements_before": [], "achievements_unlocked": ["collect_wood"],
                  "trace": "step 1: do"} for i in (seeds or range(8))]
         return {**summarise_code_runs(runs, ["collect_wood"], ["collect_coal"]), "subtask": "collect_coal",
-                "sub_action": "collect_coal", "outer_iter": 0, "inner_iter": inner}
+                "sub_action": "collect_coal", "outer_iter": 0, "inner_iter": inner, "entry": "collect_coal",
+                "sources": [f"def collect_coal(game):\n    yield 'do'  # {successes} of 8\n"]}
 
     wood = {"name": "collect_wood", "kind": "code", "entry": "collect_wood", "passing": True, "success_rate": 1.0,
             "episodes": 8, "sources": ["def collect_wood(game):\n    yield 'do'\n"]}
@@ -354,23 +363,38 @@ def test_on_the_plans_last_subtask_repairs_go_on_only_while_they_gain_on_the_bes
     longer_plan = {**state_after([first], no_gain), "plan": [{"name": "collect_wood"}, {"name": "collect_coal"},
                                                              {"name": "collect_iron"}]}
     assert measure(longer_plan, Runtime()).goto == "fast"
+    # a round that raised an error comes back with its error report, whatever it scored
+    assert measure(state_after([first], {**no_gain, "errors": ["seed 0: NameError"]}), Runtime()).goto == "fast"
+    # a new decomposition's first tested round (answers refused before it counted as repairs) is not a repair
+    assert measure(state_after([first], {**no_gain, "outer_iter": 1}), Runtime()).goto == "fast"
+    # with the repairs spent it goes to the critic as before, not as a round that gained nothing
+    spent = measure(state_after([first], {**tested(3, inner=3)}), Runtime())
+    assert spent.goto == "critic" and "events" not in spent.update
 
     seen: dict = {}
 
-    class Critic:
-        name = "scripted critic"
-
-        def structured(self, role, messages, schema, context=None):
-            seen.update(context or {}, text=messages[-1].content)
-            return schema(sub_action="collect_coal", verdict="fail", success_rate=0.375, feedback="keep the best")
-
     class CriticRuntime:
-        context = run_context(settings, Critic())
+        context = run_context(settings, _FailingCritic(seen, 0.375, "keep the best"))
 
     critic({**state_after([first], no_gain), "last_attempt": {"code": "def collect_coal(game):\n    yield 'do'\n",
                                                              "report": "a report"}}, CriticRuntime())
     assert ("1 of 3: this repair scored no more successes than the best round on the same seeds, so it asks you now "
             "(on the plan's last subtask repairs go on only while they gain)") in seen["text"]
+
+    # a pass keeps the better of this round and the best earlier one, and the skill threshold judges that one:
+    # a repair below the threshold after a better round is not turned into a revise
+    class Passing(_FailingCritic):
+        def structured(self, role, messages, schema, context=None):
+            return schema(sub_action="collect_coal", verdict="pass", success_rate=0.625, feedback="keep the best")
+
+    class PassingRuntime:
+        context = run_context(settings, Passing({}, 0.0, ""))
+
+    better = tested(5, inner=0)
+    below = tested(3, inner=1)
+    passed = critic({**state_after([better], below), "best": {"collect_coal": better}}, PassingRuntime())
+    assert (passed.goto, passed.update["exit_to"]) == ("leave", "subtask")
+    assert passed.update["skills"]["collect_coal"]["success_rate"] == 0.625
 
 
 def test_a_roomy_prompt_says_before_the_round_when_a_helper_rewrite_would_not_be_compared(tmp_path):

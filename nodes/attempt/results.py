@@ -316,6 +316,7 @@ def same_seed_rounds(results: Sequence[Mapping[str, Any]], result: Mapping[str, 
         return []
     return [r for r in results
             if r is not result and r != result and r.get("kind") == "code" and r.get("seeds") == result["seeds"]
+            and not r.get("head_test")  # a policy's building block, tested before its training
             and (r.get("subtask"), r.get("sub_action")) == (result.get("subtask"), result.get("sub_action"))]
 
 
@@ -332,12 +333,17 @@ def gains_nothing(results: Sequence[Mapping[str, Any]], result: Mapping[str, Any
 
 
 def repair_stalls(results: Sequence[Mapping[str, Any]], result: Mapping[str, Any], *, whole_chain: bool,
-                  repair: int, target: float) -> bool:
-    """Whether the fast agent's repairs end at this round before they are spent: the plan's last subtask
-    (`whole_chain`), a repair (`repair` >= 1, not the first code of a decomposition) that does not pass and
-    gains nothing on the best earlier round on the same seeds."""
-    return (whole_chain and repair >= 1 and not round_passes(round_best(result), target, whole_chain)
-            and gains_nothing(results, result))
+                  repair: int, max_repairs: int, target: float) -> bool:
+    """Whether the fast agent's repairs end at this round while some are left (`repair` < `max_repairs`): the
+    plan's last subtask (`whole_chain`), a round that repairs a round of the same decomposition (an earlier
+    round of its outer iteration on the same seeds), does not pass, ran without an error (the error report is
+    what a repair needs) and gains nothing on the best earlier round on the same seeds."""
+    if not whole_chain or not 1 <= repair < max_repairs or result.get("errors"):
+        return False
+    earlier = same_seed_rounds(results, result)
+    if not any(r.get("outer_iter") == result.get("outer_iter") for r in earlier):
+        return False  # the decomposition's first round, however many answers were refused before it
+    return not round_passes(round_best(result), target, whole_chain) and gains_nothing(results, result)
 
 
 def steps_of(messages: Sequence[BaseMessage]) -> int:
