@@ -226,8 +226,8 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
     c = cast(CritiqueEntry, critique.model_dump())
     # a pass keeps the better of this round and the subtask's best (below): the threshold judges that one; a
     # round that gained nothing on an earlier, better one would otherwise turn a pass into a revise
-    passed = result if at_least_as_good(result, best[subtask]) else best[subtask]
-    kept_rate = judged_rate(round_best(passed))
+    pass_keeps = result if at_least_as_good(result, best[subtask]) else best[subtask]
+    kept_rate = judged_rate(round_best(pass_keeps))
     if c["verdict"] == "pass" and kept_rate < settings.skill_threshold:
         # a skill that mostly fails would be built on by every later subtask: the numbers overrule the model
         c.update({"verdict": "revise", "move_to": None, "feedback": (
@@ -255,7 +255,7 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
             "events": update["events"] + done + more})
 
     if c["verdict"] == "pass":  # the best attempt is what is kept: an earlier one may have measured higher
-        return finish(passed, "subtask")
+        return finish(pass_keeps, "subtask")
     stop = limit_reached(current, settings, model)
     if stop:
         return finish(best[subtask], "executor", stop_reason=stop, more_events=[{"type": "stop", "reason": stop}])

@@ -11,7 +11,7 @@ Successful code tests leave where they stopped for later trainings to start from
 - a code test: the critic judges it when it meets the pass rule (for the plan's last subtask, over every
   run of the chain as well: nodes.attempt.results.round_passes) or the revisions are spent, and on the
   plan's last subtask when a repair gains nothing on the best round on the same seeds
-  (nodes.attempt.results.gains_nothing); otherwise the fast agent repairs the code from the report;
+  (nodes.attempt.results.repair_stalls); otherwise the fast agent repairs the code from the report;
 - any other tool (configure_rl, a plugin's): the fast agent reads its answer.
 
 The fast agent only chooses what to ask and asks; the critic reads what was measured here.
