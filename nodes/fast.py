@@ -538,7 +538,7 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCo
     used = _last_round_steps(state, subtask, sub_action["name"])
     if used is not None:  # what a round really cost, beside its worst case: most episodes end well before their limit
         context["limits"]["last_round_steps"] = used
-    if room != COMPACT.name and mode == "code" and lib.prefix and not learned(decomposition["sub_actions"]):
+    if room != COMPACT.name and mode == "code" and not learned(decomposition["sub_actions"]):
         # said before the round, not only after it: an answerer read the whole budget as a round's room and
         # learned from the next report that its stay_alive rewrite had not been played against the earlier one
         short = compare_budget_short(state, subtask, judged_sub_action(decomposition)["name"], n_seeds * lib.max_steps)
