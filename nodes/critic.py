@@ -140,7 +140,7 @@ def verdict_rules(settings: RunSettings, inner: int, outer: int, kind: str, scor
 
 def loops_text(settings: RunSettings, inner: int, outer: int, kind: str, stalled: bool = False) -> dict[str, str]:
     """Where the attempt stands in the loops, counted from 1 like the verdict rules (`stalled`: the plan's last
-    subtask, whose repair gained nothing on the best round: results.gains_nothing)."""
+    subtask, whose repair gained nothing on the best round: results.repair_stalls)."""
     if kind == "rl":
         here = {"training": f"{inner + 1} of {settings.max_inner_iters + 1} for this decomposition"}
     elif stalled:

@@ -73,9 +73,9 @@ def measure(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Litera
     whole_chain = ends_the_chain(state, settings.task)
     passed = bool(measured) and round_passes(round_best(measured), settings.target_success, whole_chain)
     repair = int(state.get("inner_iter", 0))
-    stalled = bool(measured) and repair_stalls(current.get("results", []), measured, whole_chain=whole_chain,
-                                               repair=repair, max_repairs=settings.max_inner_iters,
-                                               target=settings.target_success)
+    stalled = bool(measured) and not passed and repair_stalls(
+        current.get("results", []), measured, whole_chain=whole_chain, repair=repair,
+        max_repairs=settings.max_inner_iters, target=settings.target_success)
     if passed or stalled or repair >= settings.max_inner_iters:
         if stalled:  # the critic logs the round's measure event with its verdict
             update["events"] = [{"type": "repairs_end", "subtask": measured.get("subtask"),

@@ -320,30 +320,22 @@ def same_seed_rounds(results: Sequence[Mapping[str, Any]], result: Mapping[str, 
             and (r.get("subtask"), r.get("sub_action")) == (result.get("subtask"), result.get("sub_action"))]
 
 
-def gains_nothing(results: Sequence[Mapping[str, Any]], result: Mapping[str, Any]) -> bool:
-    """Whether a round scores no more successes over all its runs than the best earlier round on the same
-    seeds (each as a verdict keeps it: round_best). On the plan's last subtask such a repair ends the repairs
-    (nodes.measure): its chain's rate sits far below any whole-chain target, and more rounds on the same 8
-    worlds tune to those worlds (answerers spent 40,000-70,000 steps so)."""
-    earlier = same_seed_rounds(results, result)
-    if not earlier:
-        return False
-    best = max(int(round_best(r).get("successes") or 0) for r in earlier)
-    return int(round_best(result).get("successes") or 0) <= best
-
-
 def repair_stalls(results: Sequence[Mapping[str, Any]], result: Mapping[str, Any], *, whole_chain: bool,
                   repair: int, max_repairs: int, target: float) -> bool:
     """Whether the fast agent's repairs end at this round while some are left (`repair` < `max_repairs`): the
     plan's last subtask (`whole_chain`), a round that repairs a round of the same decomposition (an earlier
     round of its outer iteration on the same seeds), does not pass, ran without an error (the error report is
-    what a repair needs) and gains nothing on the best earlier round on the same seeds."""
+    what a repair needs) and scores no more successes over all its runs than the best earlier round on the
+    same seeds (each as a verdict keeps it: round_best). Its chain's rate sits far below any whole-chain target,
+    and more rounds on the same 8 worlds tune to those worlds (answerers spent 40,000-70,000 steps so)."""
     if not whole_chain or not 1 <= repair < max_repairs or result.get("errors"):
         return False
     earlier = same_seed_rounds(results, result)
     if not any(r.get("outer_iter") == result.get("outer_iter") for r in earlier):
         return False  # the decomposition's first round, however many answers were refused before it
-    return not round_passes(round_best(result), target, whole_chain) and gains_nothing(results, result)
+    best = max(int(round_best(r).get("successes") or 0) for r in earlier)
+    kept = round_best(result)
+    return not round_passes(kept, target, whole_chain) and int(kept.get("successes") or 0) <= best
 
 
 def steps_of(messages: Sequence[BaseMessage]) -> int:
