@@ -34,8 +34,8 @@ from nodes.attempt.results import (
     repair_stalls,
     round_best,
     round_passes,
+    runs_needed_to_reach,
     same_seed_rounds,
-    successes_needed,
     training_pass_rule_text,
 )
 from nodes.attempt.rounds import at_least_as_good, ends_the_chain, judged_sub_action, measure_event, recorded_result
@@ -186,13 +186,13 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
     kept = round_best(result)
     count = judged_count(kept)  # (successes, runs judged): fewer runs than seeds when some died before the action
     judged_runs = count[1] if count and count[1] else settings.code_test_episodes
-    # the plan's last subtask: held-out play is this chain, so every run counts too (as the fast agent is told);
-    # an answerer's critic read "1 of 1 judged runs succeeded: meets the target" beside 1 of 8 runs
+    # the plan's last subtask: held-out play is this chain, so half of its runs must reach the action too (as the
+    # fast agent is told); an answerer's critic read "1 of 1 judged runs succeeded: meets the target" beside 1 of 8
     whole_chain = judged["kind"] == "code" and ends_the_chain(state, settings.task)
     episodes = int(kept.get("episodes") or 0)
     chain_rule = (f". The plan's last subtask: held-out play is this chain, so the attempt meets the target only "
-                  f"when {successes_needed(episodes, settings.target_success)} or more of all {episodes} test runs "
-                  "succeed as well" if whole_chain and episodes else "")
+                  f"when at least {runs_needed_to_reach(episodes)} of all {episodes} test runs reached the action "
+                  "as well" if whole_chain and episodes else "")
     context: CriticFacts = {
         "subtask": subtask, "sub_action": {"name": judged["name"], "kind": judged["kind"]},
         "result": {k: v for k, v in kept.items() if k not in HIDDEN_FROM_CRITIC},
@@ -209,7 +209,8 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
         "pass_rule": pass_rule_text(judged_runs, settings.target_success) + chain_rule if judged["kind"] == "code"
         else training_pass_rule_text(settings.target_success, result.get("rate_source") == CHAIN_STARTS),
         "meets_target": round_passes(kept, settings.target_success, whole_chain), "judged_count": count,
-        "chain_count": (int(kept.get("successes") or 0), episodes) if whole_chain and episodes else None,
+        "reached_count": (count[1], episodes, runs_needed_to_reach(episodes)) if whole_chain and episodes and count
+        else None,
         "same_seeds": _rates_on_the_same_seeds(current.get("results", []), result, whole_chain),  # own tests' seeds
         "same_seeds_measure": "success rates over all runs" if whole_chain else "judged rates",
         "verdict_rules": verdict_rules(settings, inner, outer, judged["kind"],

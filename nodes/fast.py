@@ -355,9 +355,10 @@ def helpers_before_text(result: Mapping[str, Any] | None) -> str:
                    for name, whose in helpers.items() if whose == "the built-in")
     # what this round stands for; a verdict keeps the best round of all (an answerer read "keeps your code with the
     # earlier one" as final, while an earlier round with its rewrite ranked as high and was what stayed)
-    kept = ("that ranks above yours, so this round counts as your code with the earlier one (a pass or fail keeps "
-            f"the best round so far; your next revision is tested with yours again{back})"
-            if before.get("ranks_above") else "yours ranks at least as high, so this round counts as yours")
+    kept = ("that ranks at least as high as yours (the earlier stays on a tie), so this round counts as your code "
+            "with the earlier one (a pass or fail keeps the best round so far; your next revision is tested with "
+            f"yours again{back})"
+            if before.get("ranks_above") else "yours ranks higher, so this round counts as yours")
     return f"the same seeds with the earlier {which} in place of yours: {figures}; {kept}" + _chance_text(
         result or {}, before)
 

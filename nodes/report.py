@@ -22,7 +22,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 from pydantic import ValidationError
 
-from nodes.attempt.results import judged_rate, meets_over_every_run, round_best, round_steps, skill_meets_target
+from nodes.attempt.results import judged_rate, round_best, round_steps, runs_needed_to_reach, skill_meets_target
 from nodes.attempt.rounds import ends_the_chain
 from nodes.context import RunContext, context_of
 from nodes.settings import RunSettings
@@ -102,18 +102,18 @@ def _sub_action_history(state: Mapping[str, Any], subtask: str) -> list[dict[str
 def _kept_status(skill: Skill, target: float, whole_chain: bool = False) -> str:
     """What happened to a skill made in this run: 'passed' only when it met the target (by the pass rule's
     count for a code test, over the runs that reached the skill when it replayed earlier ones, and for the
-    plan's last subtask (`whole_chain`) over every run too, as its rounds were judged); otherwise 'kept' with
-    the rate it was kept at (below the target, or below the skill threshold too)."""
+    plan's last subtask (`whole_chain`) with half of its runs reaching it, as its rounds were judged);
+    otherwise 'kept' with the rate it was kept at (below the target, or below the skill threshold too)."""
     record = skill.to_state()
-    episodes = int(skill.episodes or 0)
-    chain_ok = not (whole_chain and skill.kind == "code" and episodes) or meets_over_every_run(
-        round(skill.success_rate * episodes), episodes, target)
-    if skill_meets_target(record, target) and chain_ok:
+    episodes, started = int(skill.episodes or 0), skill.started
+    reached_ok = not (whole_chain and skill.kind == "code" and episodes and started is not None) or \
+        int(started) >= runs_needed_to_reach(episodes)
+    if skill_meets_target(record, target) and reached_ok:
         return "passed"
     given, judged = skill.success_given_start, judged_rate(record)
     rate = f"{judged:.0%} from its start" if given is not None and given != skill.success_rate else f"{judged:.0%}"
-    if whole_chain and not chain_ok:  # held-out play is this chain: its rate over every run first
-        rate = f"{skill.success_rate:.0%} of all runs ({rate})"
+    if whole_chain and not reached_ok:  # held-out play is this chain: too few of its runs reached the skill
+        return f"kept at {rate}, reached in {started} of {episodes} runs (fewer than half)"
     # below the threshold the skill still plays in this run's chain; it is only not saved for other runs
     return f"kept at {rate}, below the {'target' if skill.passing else 'skill threshold (played here, not saved)'}"
 

@@ -229,7 +229,8 @@ class CriticFacts(TypedDict):
     pass_rule: str
     meets_target: bool
     judged_count: tuple[int, int] | None  # (successes, runs) behind a code test's judged rate
-    chain_count: NotRequired[tuple[int, int] | None]  # the plan's last subtask: (successes, runs) over every run
+    # the plan's last subtask: (runs that reached the action, runs, how many must reach it)
+    reached_count: NotRequired[tuple[int, int, int] | None]
     same_seeds: list[float]              # the judged rates of earlier code attempts of it on these test seeds
     same_seeds_measure: NotRequired[str]  # which rates same_seeds holds ("judged rates" where not given)
     verdict_rules: str

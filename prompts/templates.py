@@ -210,7 +210,7 @@ def _render_slow(c: SlowFacts) -> str:
         _section("Built-in coded actions (list one, or an earlier skill's helper, only to write it anew; yours "
                  "replaces it in this subtask's tests and, once kept, in later subtasks; a coded decomposition's "
                  "new stay_alive, explore, collect_food or collect_drink is tested beside the earlier one on the "
-                 "same seeds, once per version while the budget allows; the better is kept, yours on a tie)",
+                 "same seeds, once per version while the budget allows; yours is kept only where it does better)",
                  ", ".join(name + (f" (written anew for {rewritten[name]})" if name in rewritten else "")
                            for name in BUILTIN_ACTIONS)),
         _section("Moved to rl by the graph", forced and (
@@ -522,10 +522,11 @@ def _target_verdict(c: CriticFacts) -> str:
     """Whether the attempt meets the target, with the count the pass rule judged for a code test."""
     verdict = "meets" if c["meets_target"] else "does not meet"
     count = c.get("judged_count")
-    chain = c.get("chain_count")
-    if count and chain:  # the plan's last subtask: both rules, said as two (an answerer read one as a contradiction)
+    reached = c.get("reached_count")
+    if count and reached:  # the plan's last subtask: both rules, said as two (an answerer read one as a contradiction)
         text = (f"This attempt {verdict} the target: {count[0]} of the {count[1]} runs that reached the action "
-                f"succeeded, and {chain[0]} of all {chain[1]} runs of the chain (the plan's last subtask needs both).")
+                f"succeeded, and {reached[0]} of all {reached[1]} runs reached it (the plan's last subtask needs "
+                f"both: at least {reached[2]} to reach it).")
     else:
         text = f"This attempt {verdict} the target" + (
             f" by the pass rule: {count[0]} of {count[1]} judged runs succeeded." if count else ".")

@@ -90,7 +90,10 @@ RULES_VERSION = 13
 # 15: a score plan keeps the best attempt of a subtask that never succeeded, played last with its own code only (what
 #     needs it is still dropped; nodes.planner._go_on_without, nodes.skills.records.shares_its_code), and a score
 #     chain's skill that does not load is left out of held-out play rather than stopping it.
-GRAPH_RULES_VERSION = 15
+# 16: the plan's last subtask of a one-achievement task passes on the runs that reached its action once at least
+#     half of its runs did (13's count over every run was out of any chain's reach); a rewrite of a chain helper
+#     that only ties the earlier one on the same seeds leaves the earlier one in place.
+GRAPH_RULES_VERSION = 16
 METHOD_LABELS = {"rlgpt": "RL-GPT (rule-based expert)", "pure_rl": "pure RL (PPO, primitive actions)",
                  "pure_code": "pure code (coded actions, no RL)",
                  "rl_with_code": "PPO + coded actions in the action head"}

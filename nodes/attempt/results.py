@@ -175,21 +175,30 @@ def skill_meets_target(skill: Mapping[str, Any], target: float) -> bool:
 def round_passes(result: Mapping[str, Any], target: float, whole_chain: bool = False) -> bool:
     """Whether a measured round ends the fast agent's repairs: it meets the target (`meets_target`, over the
     runs that reached the sub-action) and, where held-out play is this very chain (`whole_chain`: the plan's
-    last subtask of a one-achievement task), its successes over all runs meet it too. Then a death on the way
-    to the action is the fast agent's to repair while its revisions last (a stay_alive it writes), not a
-    round's pass: nothing else in the loops owns the chain's survival. Any run that ended before the action
-    counts (a death, an earlier skill out of steps or in error): held-out play loses it all the same."""
+    last subtask of a one-achievement task), at least half of its runs reached the action
+    (`reached_by_enough_runs`), so that the count says something about it. Until then a death on the way is
+    the fast agent's to repair while its revisions last (a stay_alive it writes). Graph rules 13 to 15 asked
+    the pass count over every run instead: no chain measured came near it (the expert's 29.5% held out), and
+    the rounds it asked for were rewrites of survival on the same 8 seeds that cost the four answerers who
+    kept one 6 points on average over the built-in (benchmarks.builtin_survival, 100 seeds each)."""
     if not meets_target(result, target):
         return False
     if not whole_chain or result.get("kind") != "code" or not result.get("episodes"):
         return True
-    return meets_over_every_run(int(result.get("successes") or 0), int(result["episodes"]), target)
+    return reached_by_enough_runs(result)
 
 
-def meets_over_every_run(successes: int, runs: int, target: float) -> bool:
-    """The plan's last subtask's second rule (round_passes' `whole_chain`): its successes over every run of the
-    chain meet the target by the pass rule's count."""
-    return successes >= successes_needed(runs, target)
+def reached_by_enough_runs(result: Mapping[str, Any]) -> bool:
+    """The plan's last subtask's second rule (round_passes' `whole_chain`): at least half of a code round's
+    runs reached the action (`runs_needed_to_reach`); a round that replayed no earlier skill reached it in all."""
+    count = judged_count(result)
+    runs = int(result.get("episodes") or 0)
+    return count is None or count[1] >= runs_needed_to_reach(runs)
+
+
+def runs_needed_to_reach(runs: int) -> int:
+    """How many of a last subtask's `runs` must reach its action for the pass count to judge it: half."""
+    return (runs + 1) // 2
 
 
 def pass_rule_text(n: int, target: float, whole_chain: bool = False) -> str:
@@ -200,9 +209,10 @@ def pass_rule_text(n: int, target: float, whole_chain: bool = False) -> str:
             f"the sub-action after earlier skills (a skill truly at {target:.0%} scores {k}+ in {chance:.0%} of "
             "rounds)")
     if whole_chain:
-        text += (f". The plan's last subtask: held-out play is this chain, so until {k} of all {n} runs succeed, "
-                 "whatever ended the others before your action, the round comes back to you while revisions last "
-                 "and each repair has more successes than your best round (else the critic judges, keeping the best)")
+        text += (f". The plan's last subtask: held-out play is this chain, so at least {runs_needed_to_reach(n)} "
+                 f"of the {n} runs must reach your action too; until they do, whatever ended the others before "
+                 "it, the round comes back to you while revisions last and each repair has more successes than "
+                 "your best round (else the critic judges, keeping the best)")
     return text
 
 

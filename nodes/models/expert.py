@@ -189,10 +189,10 @@ class ExpertModel:
         rate = judged_rate(result)
         inner_left = int(c["inner_iter"]) < int(c["max_inner_iters"])
         base = dict(sub_action=name, success_rate=rate)
-        # the plan's last subtask is judged over every run of the chain too (chain_count); this stand-in passes a
-        # code whose own runs meet the target: a move to RL for deaths before it trained what the code does
-        # ("obtain diamond": 35,210 steps against 11,824, the same 42% held out)
-        own_runs = kind == "code" and bool(c.get("chain_count")) and meets_target(result, target)
+        # the plan's last subtask also needs half of its runs to reach the action (reached_count); this stand-in
+        # passes a code whose own runs meet the target however few reached it: a move to RL for deaths before it
+        # trained what the code does ("obtain diamond": 35,210 steps against 11,824, the same 42% held out)
+        own_runs = kind == "code" and bool(c.get("reached_count")) and meets_target(result, target)
         if c.get("meets_target", rate >= target) or own_runs:  # the pass rule the prompt states, in counts of seeds
             return Critique(**base, verdict="pass", feedback=(
                 f"success {rate:.0%} meets the target {target:.0%} by the pass rule{_start_note(result)}"))
