@@ -283,8 +283,8 @@ def _last_attempt(last: Mapping[str, Any] | None, mode: str, room: PromptRoom = 
     if last.get("report"):
         title += " and what happened"
         # "unchanged" is the program's: an answerer edited a line of an action whose stay_alive it had rewritten
-        fix = ("the code (a program sent again with no piece changed goes to the critic untested)" if mode == "code"
-               else "the configuration")
+        fix = ("the code (a program sent again with no piece and no max_steps changed goes to the critic untested)"
+               if mode == "code" else "the configuration")
         result = last.get("result") or {}
         if mode == "code" and result.get("prerequisites") and result.get("episodes") and not result.get("started"):
             # nothing of the code was judged: asking to fix it would send the model after a cause not in it
@@ -295,8 +295,8 @@ def _last_attempt(last: Mapping[str, Any] | None, mode: str, room: PromptRoom = 
               and int(result.get("started") or 0) < int(result.get("episodes") or 0)):
             # an answerer asked to "fix it in the code" spent 8 rounds on deaths before its action, within noise
             ask = ("Every run that reached your action succeeded: the others ended in the chain before it. Only a "
-                   "`stay_alive` you write changes those; a program with no piece changed goes to the critic "
-                   "untested.")
+                   "`stay_alive` you write changes those; a program with no piece and no max_steps changed goes to "
+                   "the critic untested.")
         else:
             ask = f"Find the cause of the failure in the report and fix it in {fix}."
         body += f"Report:\n{clip(str(last['report']).rstrip(), room.shown_report_chars)}\n{ask}"
