@@ -542,9 +542,12 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCo
     if room != COMPACT.name and mode == "code" and not learned(decomposition["sub_actions"]):
         # said before the round, not only after it: an answerer read the whole budget as a round's room and
         # learned from the next report that its stay_alive rewrite had not been played against the earlier one
-        short = compare_budget_short(state, subtask, judged_sub_action(decomposition)["name"], n_seeds * lib.max_steps)
-        if short:
+        judged_name = judged_sub_action(decomposition)["name"]
+        short = compare_budget_short(state, subtask, judged_name, n_seeds * lib.max_steps)
+        if short:  # the helpers a rewrite of which would be compared: not the action this round tests
             context["limits"]["helpers_compared_only_if"] = short
+            context["limits"]["helpers_compared"] = [name for name in sorted(CHAIN_HELPERS, key="stay_alive".__ne__)
+                                                     if name != judged_name]
     if mode == "rl":
         subtasks_left = max(1, len(state["plan"]) - state["subtask_index"])
         previous = None

@@ -64,7 +64,7 @@ def planner(state: RLGPTState, runtime: Runtime[RunContext]) -> Command[Literal[
     if failed and state.get("replans", 0) >= settings.max_replans:
         why = f"subtask {failed['subtask']} failed and the re-plan limit is reached"
         # the budget is the run's, not the plan's: a SmolLM2 run stopped here at 4,000 of 100,000 steps
-        return _learn_the_task(state, update, why) or _to({
+        return _learn_the_task(state, update, why, settings.skill_threshold) or _to({
             **update, "failed": None, "stop_reason": why,
             "events": [{"type": "stop", "reason": "re-plan limit", "subtask": failed["subtask"]}]}, "executor")
     stop = limit_reached({**state, **update}, settings, model)
@@ -74,7 +74,8 @@ def planner(state: RLGPTState, runtime: Runtime[RunContext]) -> Command[Literal[
     try:
         plan: Plan = model.structured("planner", messages_for("planner", context), Plan, context)
     except ModelOutputError as exc:  # the task itself, learned; else the report with what the run has
-        fallback = _learn_the_task(state, update, f"no valid plan from the model: {exc.last_error[:300]}")
+        fallback = _learn_the_task(state, update, f"no valid plan from the model: {exc.last_error[:300]}",
+                                   settings.skill_threshold)
         return fallback or _to({**update, "failed": None,
                                 "stop_reason": f"no valid plan from the model: {exc.last_error[:300]}",
                                 "events": [{"type": "stop", "reason": "no valid plan"}]}, "executor")
@@ -82,7 +83,7 @@ def planner(state: RLGPTState, runtime: Runtime[RunContext]) -> Command[Literal[
     subtasks, dropped = _ending_at_the_task(state["task"], answered)
     cut = {"dropped_after_the_task": dropped} if dropped else {}  # said in the plan's event
     if not subtasks:  # a plan that gives up while the budget lasts: the task itself, learned
-        fallback = _learn_the_task(state, update, f"the plan is empty: {plan.reason}")
+        fallback = _learn_the_task(state, update, f"the plan is empty: {plan.reason}", settings.skill_threshold)
         if fallback is not None:
             return fallback
     if not failed:
@@ -123,22 +124,30 @@ def _ending_at_the_task(task_name: str, subtasks: list[SubtaskEntry]) -> tuple[l
     return subtasks[:end], names[end:]
 
 
-def _learn_the_task(state: Mapping[str, Any], update: dict, why: str) -> Command | None:
+def _learn_the_task(state: Mapping[str, Any], update: dict, why: str, threshold: float) -> Command | None:
     """The plan when the model's is empty or unusable, or a subtask failed past the re-plan limit, while the task
     is unsolved and the budget lasts: the task itself as one subtask, learned (the slow agent's decomposition
-    gets a policy, `forced_rl`), so that a weak model's run still spends its budget on the task. Once per run;
-    None where it does not apply (a score task has no single achievement to learn)."""
+    gets a policy, `forced_rl`), so that a weak model's run still spends its budget on the task. A failed
+    subtask before the task that sometimes succeeded stays in the plan as its best attempt, as a re-plan keeps
+    it. Once per run; None where it does not apply (a score task has no single achievement to learn)."""
     task = TASKS[state["task"]]
     if task.is_score or any(e.get("type") == "fallback_plan" for e in state.get("events") or []):
         return None
     if budget_left({**state, **update}) < MIN_TRAIN_STEPS:
         return None
-    kept = state["plan"][:state["subtask_index"]] if state.get("failed") else []
+    failed_name = (state.get("failed") or {}).get("subtask")
+    kept = state["plan"][:state["subtask_index"]] if failed_name else []
+    skills = {}
+    best = skill_from_best(state, failed_name, threshold) if failed_name and failed_name != task.name else None
+    if failed_name and best is not None and best["success_rate"] > 0:  # it plays before the task, its reach kept
+        kept = [*kept, state["plan"][state["subtask_index"]]]
+        skills = {"skills": {**(state.get("skills") or {}), failed_name: best}}
     subtask: SubtaskEntry = {"name": task.name, "goal": task.description[:200],
                "success_condition": f"achievement '{task.achievement or task.name}' unlocked"}
     event = {"type": "fallback_plan", "subtasks": [task.name], "reason": why[:300],
-             "note": "the task itself, learned with RL over the coded actions"}
-    return _to({**update, "failed": None, "plan": kept + [subtask], "plan_reason": f"[graph] {why}"[:300],
+             "note": "the task itself, learned with RL over the coded actions",
+             **({"kept": failed_name} if skills else {})}
+    return _to({**update, **skills, "failed": None, "plan": kept + [subtask], "plan_reason": f"[graph] {why}"[:300],
                 "subtask_index": len(kept), "forced_rl": task.name, "events": [event]}, "subtask")
 
 

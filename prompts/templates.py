@@ -354,14 +354,15 @@ def _limits(limits: Mapping[str, Any] | None, mode: str) -> str:
     if left is not None and not round_line:
         lines.append(f"Environment steps left in the budget: {left}.")
     if mode == "code" and limits.get("helpers_compared_only_if"):
-        lines.append("A rewrite of `stay_alive` (or `explore`, `collect_food`, `collect_drink`) is played against the "
-                     f"earlier one too only while the budget allows, and this round it would not be: "
-                     f"{limits['helpers_compared_only_if']}.")
+        first, *others = [f"`{name}`" for name in limits.get("helpers_compared") or ["stay_alive"]]
+        also = f" (or {', '.join(others)})" if others else ""
+        lines.append(f"A rewrite of {first}{also} is played against the earlier one too only while the budget "
+                     f"allows, and this round it would not be: {limits['helpers_compared_only_if']}.")
     if mode == "code" and limits.get("pass_rule"):
         lines.append(f"Pass rule: {limits['pass_rule']}.")
     rest = {k: v for k, v in limits.items()
             if k not in ("test_seeds", "max_steps_per_test", "budget_left", "pass_rule", "last_round_steps",
-                         "max_code_chars", "helpers_compared_only_if")}
+                         "max_code_chars", "helpers_compared_only_if", "helpers_compared")}
     if rest:
         lines.append(_pairs(rest))
     return "\n".join(lines)

@@ -390,6 +390,19 @@ def test_planner_node_keeps_a_sometimes_working_skill_or_stops():
     assert limited_again.goto == "executor" and "re-plan limit" in limited_again.update["stop_reason"]
     spent = planner({**_failed_state(0.25), "env_steps_spent": 10_000 - MIN_TRAIN_STEPS + 1}, no_replans)
     assert spent.goto == "executor" and "re-plan limit" in spent.update["stop_reason"]
+    # a subtask before the task that failed there but sometimes succeeded stays, as its best attempt, as a
+    # re-plan keeps it: the task is learned after it (a reviewer's finding); one that never succeeded does not
+    before = {**more, "failed": {"subtask": "place_table", "best_rate": 0.25, "feedback": "f"}}
+    pickaxe_settings = settings.model_copy(update={"task": "make_wood_pickaxe", "max_replans": 0})
+    after = planner(before, _runtime(pickaxe_settings))
+    assert [s["name"] for s in after.update["plan"]] == ["collect_wood", "place_table", "make_wood_pickaxe"]
+    assert after.update["subtask_index"] == 2 and after.update["forced_rl"] == "make_wood_pickaxe"
+    assert after.update["skills"]["place_table"]["success_rate"] == 0.25
+    assert after.update["events"][0]["kept"] == "place_table"
+    never = {**before, "best": {"place_table": {**before["best"]["place_table"], "success_rate": 0.0}}}
+    dropped = planner(never, _runtime(pickaxe_settings))
+    assert [s["name"] for s in dropped.update["plan"]] == ["collect_wood", "make_wood_pickaxe"]
+    assert dropped.update["subtask_index"] == 1 and "skills" not in dropped.update
 
 
 def test_a_plan_ends_at_the_tasks_own_achievement():
