@@ -300,8 +300,10 @@ def _last_attempt(last: Mapping[str, Any] | None, mode: str, room: PromptRoom = 
         else:
             ask = f"Find the cause of the failure in the report and fix it in {fix}."
         body += f"Report:\n{clip(str(last['report']).rstrip(), room.shown_report_chars)}\n{ask}"
-    if last.get("revision") is not None:
-        title += f" (revision {last['revision']} of {last.get('max_revisions', '?')})"
+    if last.get("revision") is not None:  # counted per decomposition: answerers read "revision 0" again as no count
+        revision, most = int(last["revision"]), last.get("max_revisions", "?")
+        title += f" (first of this decomposition; {most} repairs allowed)" if revision == 0 else \
+            f" (repair {revision} of {most})"
     return title, body
 
 

@@ -132,7 +132,7 @@ def test_rl_mode_fast_prompt_fits_and_asks_for_the_rl_answers():
     assert "def collect_wood" not in text  # no few-shot code when nothing is to be written
     assert "Coded actions available for the action head\nexplore, mine_diamond, collect_wood" in text
     assert "total_steps bounds\ndefault 100000; min 10000; max 400000" in text and "subtasks_left 1" in text
-    assert "Your last training and what happened (revision 1 of 2)" in text
+    assert "Your last training and what happened (repair 1 of 2)" in text
     context["configured"] = {"task": "collect_diamond", "reward": "task", "coded_actions": [_code(1500)] * 6,
                              "ppo": {"total_steps": 50_000, "num_envs": 4, "learning_rate": 0.00025}}
     text = _text("fast", context)
@@ -168,7 +168,7 @@ def test_fast_code_prompt_renders_the_contract():
     assert "def collect_wood(game)" in human  # the example of the sub-action's template kind
     # the sub-action's line above already holds its reason and hints
     assert "Why it is code" not in human and "Slow agent's hints" not in human
-    assert "Your last code and what happened (revision 2 of 3)" in human
+    assert "Your last code and what happened (repair 2 of 3)" in human
     assert context["last_attempt"]["report"][-40:] in human and context["last_attempt"]["code"][-30:] in human
     assert "A test round: 3 episodes of up to 10000 steps, up to 30000 of the 400000 budget steps left" in human
     assert "subtasks_left 1" in human  # limits the prompt does not know still reach the model
