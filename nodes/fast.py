@@ -308,11 +308,12 @@ def already_compared(state: Mapping[str, Any], subtask: str, key: str) -> bool:
                if r.get("subtask") == subtask and r.get("kind") == "code")
 
 
-def compare_budget_short(state: Mapping[str, Any], subtask: str, judged: str, round_steps: int) -> str:
+def compare_budget_short(state: Mapping[str, Any], subtask: str, judged: str, seeds: int, max_steps: int) -> str:
     """Why the budget leaves no room to play a round's seeds with the chain's helpers from before too, as a
-    report says it (empty when it does): the comparison would cut a test short (`round_steps`: the round's own
-    tests at full length) or leave fewer than COMPARE_ROUNDS_LEFT rounds of the `judged` sub-action at the
-    last one's size."""
+    report says it (empty when it does): the comparison would cut a test short (the round's own tests at full
+    length: `seeds` episodes of `max_steps`) or leave fewer than COMPARE_ROUNDS_LEFT rounds of the `judged`
+    sub-action at the last one's size."""
+    round_steps = seeds * max_steps
     own = [int(r.get("steps") or 0) for r in state.get("results") or [] if r.get("subtask") == subtask
            and r.get("kind") == "code" and r.get("sub_action") == judged and r.get("episodes")]
     left = budget_left(state)
@@ -320,8 +321,10 @@ def compare_budget_short(state: Mapping[str, Any], subtask: str, judged: str, ro
         return (f"{left:,} steps are left, fewer than {COMPARE_ROUNDS_LEFT} more rounds at your last round's "
                 f"{own[-1]:,} steps")
     if left < 2 * round_steps:
+        # the cap that lets them run, in numbers: an answerer read "a lower max_steps" beside its own 3,000 as unmet
+        fits = left // (2 * seeds) if seeds else 0
         return (f"both sets of tests at full length need {2 * round_steps:,} steps and {left:,} are left "
-                "(a lower `max_steps` lets them run)")
+                + (f"(a `max_steps` of {fits:,} or less lets them run)" if fits else "(no `max_steps` lets them run)"))
     return ""
 
 
@@ -543,7 +546,7 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCo
         # said before the round, not only after it: an answerer read the whole budget as a round's room and
         # learned from the next report that its stay_alive rewrite had not been played against the earlier one
         judged_name = judged_sub_action(decomposition)["name"]
-        short = compare_budget_short(state, subtask, judged_name, n_seeds * lib.max_steps)
+        short = compare_budget_short(state, subtask, judged_name, n_seeds, lib.max_steps)
         if short:  # the helpers a rewrite of which would be compared: not the action this round tests
             context["limits"]["helpers_compared_only_if"] = short
             context["limits"]["helpers_compared"] = [name for name in sorted(CHAIN_HELPERS, key="stay_alive".__ne__)
@@ -840,7 +843,7 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
             # once per version of the rewrites, where it changes what plays, and only while the budget allows
             if helpers and not already_compared(state, lib.subtask, helpers_key):
                 candidate = test_program(before, lib.prefix, actions or [target["name"]], max_steps)[0]
-                why = compare_budget_short(state, lib.subtask, judged, len(seeds) * max_steps)
+                why = compare_budget_short(state, lib.subtask, judged, len(seeds), max_steps)
                 if candidate != program:  # else a lone action that calls none of them
                     program_before, not_compared = ("", {"helpers": helpers, "why": why}) if why else (candidate, {})
             if not program_before:

@@ -415,7 +415,7 @@ def test_a_roomy_prompt_says_before_the_round_when_a_helper_rewrite_would_not_be
     lib = SubtaskCode(state, settings)
     said = ("A rewrite of `stay_alive` (or `explore`, `collect_drink`, `collect_food`) is played against the earlier "
             "one too only while the budget allows, and this round it would not be: both sets of tests at full length "
-            "need 8,000 steps and 5,000 are left (a lower `max_steps` lets them run).")
+            "need 8,000 steps and 5,000 are left (a `max_steps` of 312 or less lets them run).")
     roomy = fast_context(state, settings, lib, "code", coal, [], room="roomy")
     assert said in messages_for("fast", roomy)[-1].content
     # a round that tests collect_drink itself: its rewrite is the action, not a helper set beside the earlier one

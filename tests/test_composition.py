@@ -704,7 +704,8 @@ def test_a_rewritten_stay_alive_is_kept_only_where_it_plays_at_least_as_well_as_
     command, again = write(rewrite.replace("rewritten", "rewritten once more") + "\n\n" + action)
     assert len(again) == settings.code_test_episodes and all(c["args"]["max_steps"] == 60 for c in again)
     assert helpers_not_compared_text(command.update["last_attempt"]).endswith(
-        ": both sets of tests at full length need 960 steps and 959 are left (a lower `max_steps` lets them run)")
+        ": both sets of tests at full length need 960 steps and 959 are left (a `max_steps` of 59 or less lets them "
+        "run)")
     # a round that rewrites none, on the same short budget, has nothing to say
     state = {**state, "code_versions": []}
     command, _ = write(action)
