@@ -35,6 +35,7 @@ from nodes.attempt.results import (
     round_best,
     round_passes,
     runs_needed_to_reach,
+    runs_reaching,
     same_seed_rounds,
     training_pass_rule_text,
 )
@@ -66,7 +67,7 @@ def _best_by_kind(results: list[MeasuredResult], subtask: str, given_start: bool
     best: dict[str, float] = {}
     for r in results:
         if r.get("subtask") == subtask and not r.get("head_test"):
-            kept = round_best(r)  # a round's code with the chain's helpers from before, where that ranked higher
+            kept = round_best(r)  # a round's code with the chain's helpers from before, where the rewrite lost
             rate = judged_rate(kept) if given_start else float(kept["success_rate"])
             best[r["kind"]] = max(best.get(r["kind"], 0.0), rate)
     return best
@@ -127,7 +128,7 @@ def verdict_rules(settings: RunSettings, inner: int, outer: int, kind: str, scor
              if score_plan else "below it the planner re-plans")
     rules.append(f"fail: the best attempt so far ({ranking}; the later on a tie) is kept, its code whole as it was "
                  "tested (helpers included; with the earlier stay_alive or other chain helper where the report says "
-                 "that ranked above the rewrite), and the run goes on to "
+                 "the rewrite did not gain enough on it), and the run goes on to "
                  f"the next subtask when {judged} reaches the skill threshold {settings.skill_threshold:.0%}; "
                  f"{below}.")
     if score_plan:
@@ -182,7 +183,7 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
     max_inner, max_outer = settings.max_inner_iters, settings.max_outer_iters
     inner, outer = int(state.get("inner_iter", 0)), int(state.get("outer_iter", 0))
     # what the round stands for: its own code, or that code with the chain's helpers from before a rewrite where
-    # those ranked higher on the same seeds (what measure passed it on, and what a pass keeps)
+    # the rewrite did not gain enough on them on the same seeds (what measure passed it on, and what a pass keeps)
     kept = round_best(result)
     count = judged_count(kept)  # (successes, runs judged): fewer runs than seeds when some died before the action
     judged_runs = count[1] if count and count[1] else settings.code_test_episodes
@@ -209,7 +210,7 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
         "pass_rule": pass_rule_text(judged_runs, settings.target_success) + chain_rule if judged["kind"] == "code"
         else training_pass_rule_text(settings.target_success, result.get("rate_source") == CHAIN_STARTS),
         "meets_target": round_passes(kept, settings.target_success, whole_chain), "judged_count": count,
-        "reached_count": (count[1], episodes, runs_needed_to_reach(episodes)) if whole_chain and episodes and count
+        "reached_count": (runs_reaching(kept), episodes, runs_needed_to_reach(episodes)) if whole_chain and episodes
         else None,
         "same_seeds": _rates_on_the_same_seeds(current.get("results", []), result, whole_chain),  # own tests' seeds
         "same_seeds_measure": "success rates over all runs" if whole_chain else "judged rates",

@@ -99,7 +99,7 @@ from nodes.skills.records import (
 from nodes.starts import STARTS_FOLDER, chain_starts, starts_text, write_start_set
 from nodes.state import AttemptState, current_decomposition, log_lengths, with_update
 from prompts.facts import FastFacts, RLFacts
-from prompts.fewshot import examples_for
+from prompts.fewshot import REWRITE_MARGIN, examples_for
 from prompts.templates import COMPACT, PROMPT_ROOMS, messages_for
 from rl.stats import mcnemar_exact
 from sandbox.lint import MAX_SOURCE_CHARS
@@ -358,10 +358,11 @@ def helpers_before_text(result: Mapping[str, Any] | None) -> str:
                    for name, whose in helpers.items() if whose == "the built-in")
     # what this round stands for; a verdict keeps the best round of all (an answerer read "keeps your code with the
     # earlier one" as final, while an earlier round with its rewrite ranked as high and was what stayed)
-    kept = ("that ranks at least as high as yours (the earlier stays on a tie), so this round counts as your code "
-            "with the earlier one (a pass or fail keeps the best round so far; your next revision is tested with "
-            f"yours again{back})"
-            if before.get("ranks_above") else "yours ranks higher, so this round counts as yours")
+    kept = (f"yours did not succeed on {REWRITE_MARGIN} more of these seeds, so this round counts as your code with "
+            "the earlier one (a pass or fail keeps the best round so far; your next revision is tested with yours "
+            f"again, and a round of it is kept only where it does better than the best{back})"
+            if before.get("ranks_above") else
+            f"yours succeeded on {REWRITE_MARGIN}+ more of these seeds, so this round counts as yours")
     return f"the same seeds with the earlier {which} in place of yours: {figures}; {kept}" + _chance_text(
         result or {}, before)
 
@@ -549,8 +550,9 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCo
         short = compare_budget_short(state, subtask, judged_name, n_seeds, lib.max_steps)
         if short:  # the helpers a rewrite of which would be compared: not the action this round tests
             context["limits"]["helpers_compared_only_if"] = short
+            under_test = {*tested_actions(decomposition, lib.replaced), judged_name}  # as chain_helpers_before
             context["limits"]["helpers_compared"] = [name for name in sorted(CHAIN_HELPERS, key="stay_alive".__ne__)
-                                                     if name != judged_name]
+                                                     if name not in under_test]
     if mode == "rl":
         subtasks_left = max(1, len(state["plan"]) - state["subtask_index"])
         previous = None
@@ -831,14 +833,14 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
     seeds = code_test_seeds(settings, state)
     pool = lib.with_code(code)
     helpers: dict[str, str] = {}
-    program_before = helpers_key = ""
+    program_before = helpers_key = rewrite_key = ""
     not_compared: dict[str, Any] = {}
     if defined:
         actions = [name for name in tested_actions(state["decomposition"], lib.replaced) if name in pool]
         program, action = test_program(pool, lib.prefix, actions or [target["name"]], max_steps)
         if not trains:  # the judged action's test: a rewrite of a chain helper is set against the one before
             helpers, before = chain_helpers_before(lib.solved, pool, actions or [target["name"]])
-            helpers_key = helpers_compared_key(pool, helpers)
+            helpers_key = rewrite_key = helpers_compared_key(pool, helpers)  # what this round plays, compared or not
             judged = judged_sub_action(state["decomposition"])["name"]
             # once per version of the rewrites, where it changes what plays, and only while the budget allows
             if helpers and not already_compared(state, lib.subtask, helpers_key):
@@ -880,6 +882,7 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
               "last_attempt": {"sub_action": target["name"], "code": code, "max_steps": max_steps, "report": None,
                                "program": tested_as,
                                **({"helpers_before": helpers, "helpers_key": helpers_key} if helpers else {}),
+                               **({"rewrite_key": rewrite_key} if rewrite_key else {}),
                                **({"helpers_not_compared": not_compared} if not_compared else {})}}
     return _dispatch(state, update, calls, answer)
 

@@ -69,7 +69,7 @@ def measure(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Litera
         "result": {k: measured.get(k) for k in ("success_rate", "success_given_start", "started", "episodes",
                                                 "prerequisites", "outcomes", "per_seed")}}
     # the round passes on the attempt a verdict would keep: with the chain's helpers before a rewrite, where
-    # those ranked higher on the same seeds
+    # the rewrite did not gain enough on them on the same seeds
     whole_chain = ends_the_chain(state, settings.task)
     passed = bool(measured) and round_passes(round_best(measured), settings.target_success, whole_chain)
     repair = int(state.get("inner_iter", 0))

@@ -113,7 +113,8 @@ def _kept_status(skill: Skill, target: float, whole_chain: bool = False) -> str:
     given, judged = skill.success_given_start, judged_rate(record)
     rate = f"{judged:.0%} from its start" if given is not None and given != skill.success_rate else f"{judged:.0%}"
     if whole_chain and not reached_ok:  # held-out play is this chain: too few of its runs reached the skill
-        return f"kept at {rate}, reached in {started} of {episodes} runs (fewer than half)"
+        return f"kept at {rate}, reached in {started} of {episodes} runs (fewer than half)" + (
+            "" if skill.passing else ", below the skill threshold (played here, not saved)")
     # below the threshold the skill still plays in this run's chain; it is only not saved for other runs
     return f"kept at {rate}, below the {'target' if skill.passing else 'skill threshold (played here, not saved)'}"
 
@@ -124,7 +125,7 @@ def _subtask_status(state: Mapping[str, Any], skills: Mapping[str, Skill], index
     if skill:
         if skill.reused:
             return "reused skill"
-        # an answerer's critic failed the diamond at 4 of 8 (all 4 that reached it succeeded): not 'passed'
+        # the plan's last subtask as its rounds were judged: with half of its runs reaching it
         return _kept_status(skill, target, ends_the_chain({**state, "subtask_index": index}, task))
     if any(isinstance(ev, Mapping) and ev.get("type") == "subtask_failed" and ev.get("subtask") == name
            for ev in state.get("events") or []):

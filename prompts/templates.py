@@ -21,7 +21,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from envs.tasks import TASKS
 from prompts.api_reference import api_reference, api_summary
 from prompts.facts import DEFAULT_SKILL_THRESHOLD, CriticFacts, FastFacts, PlannerFacts, SlowFacts
-from prompts.fewshot import BUILTIN_ACTIONS, CHAIN_HELPERS, builtin_alias, builtin_source
+from prompts.fewshot import BUILTIN_ACTIONS, CHAIN_HELPERS, REWRITE_MARGIN, builtin_alias, builtin_source
 from prompts.loader import render
 from prompts.rules import achievements, game_facts, recipes, rule_sheet
 
@@ -210,7 +210,8 @@ def _render_slow(c: SlowFacts) -> str:
         _section("Built-in coded actions (list one, or an earlier skill's helper, only to write it anew; yours "
                  "replaces it in this subtask's tests and, once kept, in later subtasks; a coded decomposition's "
                  "new stay_alive, explore, collect_food or collect_drink is tested beside the earlier one on the "
-                 "same seeds, once per version while the budget allows; yours is kept only where it does better)",
+                 f"same seeds, once per version while the budget allows; yours is kept with {REWRITE_MARGIN}+ more "
+                 "successes)",
                  ", ".join(name + (f" (written anew for {rewritten[name]})" if name in rewritten else "")
                            for name in BUILTIN_ACTIONS)),
         _section("Moved to rl by the graph", forced and (
@@ -300,10 +301,6 @@ def _last_attempt(last: Mapping[str, Any] | None, mode: str, room: PromptRoom = 
         else:
             ask = f"Find the cause of the failure in the report and fix it in {fix}."
         body += f"Report:\n{clip(str(last['report']).rstrip(), room.shown_report_chars)}\n{ask}"
-    if last.get("revision") is not None:  # counted per decomposition: answerers read "revision 0" again as no count
-        revision, most = int(last["revision"]), last.get("max_revisions", "?")
-        title += f" (first of this decomposition; {most} repairs allowed)" if revision == 0 else \
-            f" (repair {revision} of {most})"
     return title, body
 
 
@@ -360,11 +357,14 @@ def _limits(limits: Mapping[str, Any] | None, mode: str) -> str:
         also = f" (or {', '.join(others)})" if others else ""
         lines.append(f"A rewrite of {first}{also} is played against the earlier one too only while the budget "
                      f"allows, and this round it would not be: {limits['helpers_compared_only_if']}.")
+    if limits.get("revision") is not None:  # per decomposition: answerers read a bare "revision 0" as a stuck count
+        lines.append(f"Repairs of this decomposition used: {limits['revision']} of {limits.get('max_revisions', '?')}.")
     if mode == "code" and limits.get("pass_rule"):
         lines.append(f"Pass rule: {limits['pass_rule']}.")
     rest = {k: v for k, v in limits.items()
             if k not in ("test_seeds", "max_steps_per_test", "budget_left", "pass_rule", "last_round_steps",
-                         "max_code_chars", "helpers_compared_only_if", "helpers_compared")}
+                         "max_code_chars", "helpers_compared_only_if", "helpers_compared", "revision",
+                         "max_revisions")}
     if rest:
         lines.append(_pairs(rest))
     return "\n".join(lines)
@@ -455,7 +455,8 @@ def _fast_system(c: FastFacts) -> str:
     if _mode(c) == "code":
         # a context built by hand (tests, a plugin) may leave the threshold out: the run's default then
         threshold = c.get("skill_threshold", DEFAULT_SKILL_THRESHOLD)
-        rules = render("fast_code", api_reference=api_reference(), kept_rate=f"{threshold:.0%}")
+        rules = render("fast_code", api_reference=api_reference(), kept_rate=f"{threshold:.0%}",
+                       rewrite_margin=str(REWRITE_MARGIN))
     else:
         rules = render("fast_rl")
     return render("fast", mode_rules=rules.rstrip(), rule_sheet=rule_sheet())

@@ -315,7 +315,7 @@ def test_the_critic_of_the_plans_last_subtask_needs_half_of_its_runs_to_reach_th
 
 def test_on_the_plans_last_subtask_repairs_go_on_only_while_they_gain_on_the_best_round(tmp_path):
     """Answerers spent 40,000-70,000 steps repairing the diamond chain on the same 8 worlds, one seed up or
-    down, since its 7-of-8 rule over every run sits far above any chain's rate. A repair of the plan's last
+    down, since its 7-of-8 rule over every run sat far above any chain's rate. A repair of the plan's last
     subtask that scores no more successes than the best earlier round on the same seeds now goes to the
     critic, which is told why; a repair that gains, the first code of a decomposition, and any repair of an
     earlier subtask still come back to the fast agent."""

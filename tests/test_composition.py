@@ -582,12 +582,13 @@ def test_a_code_test_calls_the_judged_action_again_while_its_achievement_is_lock
     assert test_of([], ["collect_sapling"]) == ("action_returned", 1)  # one action alone: once
 
 
-def test_a_rewritten_stay_alive_is_kept_only_where_it_plays_at_least_as_well_as_the_one_before(tmp_path):
+def test_a_rewritten_stay_alive_is_kept_only_where_it_gains_two_seeds_on_the_one_before(tmp_path):
     """A round whose code writes stay_alive anew also plays its seeds with the stay_alive that stood before (the
-    built-in here). Where that ranks higher, the attempt kept is the round's code without the rewrite: a skill
-    made of it plays the built-in, in later tests and in held-out play. Where the rewrite does as well, it is
-    kept. The report says which, and the round is judged on the attempt kept. A code that rewrites no chain
-    helper is tested once, as before."""
+    built-in here). Unless the rewrite succeeds on 2 more of those seeds, the attempt kept is the round's code
+    without the rewrite: a skill made of it plays the built-in, in later tests and in held-out play. The report
+    says which, and the round is judged on the attempt kept. A later round that plays the rewrite that lost,
+    not compared again, is kept only where it does better than the best. A code that rewrites no chain helper is
+    tested once, as before."""
     import json
 
     from langchain_core.messages import ToolMessage
@@ -609,11 +610,14 @@ def test_a_rewritten_stay_alive_is_kept_only_where_it_plays_at_least_as_well_as_
                    "skills": {"collect_wood": wood}, "decomposition": {"sub_actions": [target]},
                    "code_versions": [], "messages": [], "results": [], "budget_steps": 100_000}
 
-    def write(code: str):
-        lib = SubtaskCode(state, settings)
-        command = _write_code(state, {}, settings, lib, target, {"code": code, "max_steps": None}, [target],
-                              AIMessage(content="", id=f"answer{len(state['messages'])}"))
+    def write_at(at: dict, code: str):
+        lib = SubtaskCode(at, settings)
+        command = _write_code(at, {}, settings, lib, target, {"code": code, "max_steps": None}, [target],
+                              AIMessage(content="", id=f"answer{len(at['messages'])}"))
         return command, command.update["messages"][0].tool_calls
+
+    def write(code: str):
+        return write_at(state, code)
 
     _, calls = write(action)  # the built-in stay_alive: nothing to set it against
     assert len(calls) == settings.code_test_episodes and not any(c["id"].startswith(HELPERS_BEFORE) for c in calls)
@@ -658,25 +662,43 @@ def test_a_rewritten_stay_alive_is_kept_only_where_it_plays_at_least_as_well_as_
     held_out = code_pool.pool_of([("collect_wood", wood), ("collect_coal", skill)])
     assert held_out.sources["stay_alive"].strip() == builtin.strip()  # later tests and held-out play: the built-in
     assert "2 success" in text and ("the same seeds with the earlier `stay_alive` (the built-in) in place of yours: "
-                                    "7 of 8 succeeded, 8 reached your action; that ranks at least as high as yours "
-                                    "(the earlier stays on a tie)") in text, text
+                                    "7 of 8 succeeded, 8 reached your action; yours did not succeed on 2 more of "
+                                    "these seeds") in text, text
     assert ("so this round counts as your code with the earlier one (a pass or fail keeps the best round so far; "
-            "your next revision is tested with yours again; `def stay_alive(game): yield from "
+            "your next revision is tested with yours again, and a round of it is kept only where it does better "
+            "than the best; `def stay_alive(game): yield from "
             "builtin_stay_alive(game)` goes back to the built-in); on these 8 seeds the two are within chance "
             "(paired: 0 seeds only yours won, 5 only the earlier one; McNemar p = 0.06), and each round replays the "
             "same worlds") in text, text
     _, text = measured(own_wins=0, before_wins=7)  # 7 seeds one way: told apart, no word of chance
-    assert "that ranks at least as high as yours" in text and "within chance" not in text, text
+    assert "yours did not succeed on 2 more" in text and "within chance" not in text, text
 
-    # a tie keeps the earlier helper, which every skill before was tested with; a rewrite stands where it does better
-    current, text = measured(own_wins=5, before_wins=5)
+    # the earlier helper, which every skill before was tested with, stays unless the rewrite gains 2 seeds on it
+    for own_wins in (5, 6):
+        current, text = measured(own_wins=own_wins, before_wins=5)
+        kept = current["best"]["collect_coal"]
+        assert kept["success_rate"] == 5 / 8 and not any("rewritten" in source for source in kept["sources"])
+        assert "yours did not succeed on 2 more of these seeds" in text, text
+    # a revision of the action alone plays the rewrite that lost, not compared again: only a better round is kept
+    lost = {**current, "code_versions": state["code_versions"]}
+    command, later = write_at(lost, rewrite + "\n\n" + action.replace("yield 'do'", "yield 'noop'\n    yield 'do'"))
+    assert len(later) == settings.code_test_episodes and command.update["last_attempt"]["rewrite_key"]
+    for wins, kept_rate in ((5, 5 / 8), (6, 6 / 8)):
+        after = {**lost, "last_attempt": command.update["last_attempt"], "messages": [
+            AIMessage(content="", tool_calls=later, id=f"later{wins}"),
+            *[ToolMessage(content=json.dumps(
+                {"seed": c["args"]["seed"], "ended": "success" if i < wins else "died", "steps": 50,
+                 "task_success": i < wins, "death_cause": None if i < wins else "zombie", "achievements_before": [],
+                 "achievements_unlocked": ["collect_wood"], "trace": "step 1: do"}),
+                name="run_code_in_env", tool_call_id=c["id"]) for i, c in enumerate(later)]]}
+        update, _ = record_round(after)
+        assert update["best"]["collect_coal"]["success_rate"] == kept_rate
+        assert any("rewritten" in source for source in update["best"]["collect_coal"]["sources"]) == (wins == 6)
+    current, text = measured(own_wins=7, before_wins=5)
     kept = current["best"]["collect_coal"]
-    assert kept["success_rate"] == 5 / 8 and not any("rewritten" in source for source in kept["sources"])
-    assert "that ranks at least as high as yours (the earlier stays on a tie)" in text, text
-    current, text = measured(own_wins=6, before_wins=5)
-    kept = current["best"]["collect_coal"]
-    assert kept["success_rate"] == 6 / 8 and any("rewritten" in source for source in kept["sources"])
-    assert "yours ranks higher, so this round counts as yours; on these 8 seeds the two are within chance" in text
+    assert kept["success_rate"] == 7 / 8 and any("rewritten" in source for source in kept["sources"])
+    assert "yours succeeded on 2+ more of these seeds, so this round counts as yours; on these 8 seeds the two are " \
+           "within chance" in text, text
 
     # once per version of the rewrite: a revision of the action alone plays it as compared already
     state = {**current, "code_versions": state["code_versions"]}

@@ -67,12 +67,12 @@ def fast_context(mode: str = "code") -> dict:
         "task_description": TASKS["collect_diamond"].description,
         "mode": mode, "sub_action": action, "decomposition": decomposition, "library": _library(),
         "examples": examples_for(action["template"]),
-        "last_attempt": ({"code": _code(1500), "report": _filler("episode", 2500), "revision": 2, "max_revisions": 3}
-                         if mode == "code" else
-                         {"report": _filler("training", 2500), "revision": 1, "max_revisions": 2}),
+        "last_attempt": ({"code": _code(1500), "report": _filler("episode", 2500)} if mode == "code" else
+                         {"report": _filler("training", 2500)}),
         "feedback": "The code walks to the diamond but never checks for lava on the way; " * 8,
         "limits": {"test_seeds": 3, "max_steps_per_test": 10_000, "budget_left": 400_000, "subtasks_left": 1,
-                   "last_round_steps": 30_000, "max_code_chars": 8000},
+                   "last_round_steps": 30_000, "max_code_chars": 8000,
+                   "revision": 2 if mode == "code" else 1, "max_revisions": 3 if mode == "code" else 2},
         "rl": {"coded_actions": ["explore", "mine_diamond", *CHAIN], "train_steps": 100_000,
                "min_train_steps": 10_000, "max_train_steps": 400_000, "subtasks_left": 1,
                "previous_train_steps": None},
@@ -132,7 +132,7 @@ def test_rl_mode_fast_prompt_fits_and_asks_for_the_rl_answers():
     assert "def collect_wood" not in text  # no few-shot code when nothing is to be written
     assert "Coded actions available for the action head\nexplore, mine_diamond, collect_wood" in text
     assert "total_steps bounds\ndefault 100000; min 10000; max 400000" in text and "subtasks_left 1" in text
-    assert "Your last training and what happened (repair 1 of 2)" in text
+    assert "Your last training and what happened" in text and "Repairs of this decomposition used: 1 of 2." in text
     context["configured"] = {"task": "collect_diamond", "reward": "task", "coded_actions": [_code(1500)] * 6,
                              "ppo": {"total_steps": 50_000, "num_envs": 4, "learning_rate": 0.00025}}
     text = _text("fast", context)
@@ -145,8 +145,7 @@ def test_rl_mode_fast_prompt_fits_and_asks_for_the_rl_answers():
 
 def test_long_texts_are_clipped_so_the_cap_holds_whatever_the_node_sends():
     context = fast_context()
-    context["last_attempt"] = {"code": _code(20_000), "report": _filler("episode", 30_000), "revision": 3,
-                               "max_revisions": 3}
+    context["last_attempt"] = {"code": _code(20_000), "report": _filler("episode", 30_000)}
     context["feedback"] = "f" * 5000
     context["library"] = [dict(e, name=f"{e['name']}_{i}", signature=f"{e['name']}_{i}(game)")
                           for i in range(3) for e in _library()]
@@ -168,7 +167,8 @@ def test_fast_code_prompt_renders_the_contract():
     assert "def collect_wood(game)" in human  # the example of the sub-action's template kind
     # the sub-action's line above already holds its reason and hints
     assert "Why it is code" not in human and "Slow agent's hints" not in human
-    assert "Your last code and what happened (repair 2 of 3)" in human
+    assert "Your last code and what happened" in human and "Repairs of this decomposition used: 2 of 3." in human
+    assert "revision 2" not in human and "max_revisions" not in human
     assert context["last_attempt"]["report"][-40:] in human and context["last_attempt"]["code"][-30:] in human
     assert "A test round: 3 episodes of up to 10000 steps, up to 30000 of the 400000 budget steps left" in human
     assert "subtasks_left 1" in human  # limits the prompt does not know still reach the model
@@ -613,7 +613,7 @@ def test_a_roomy_prompt_shows_the_whole_last_code_and_report_where_a_compact_one
 
     code, report = _code(MAX_CODE_CHARS), _filler("episode", ROOMY.report_chars)
     context = fast_context()
-    context["last_attempt"] = {"code": code, "report": report, "revision": 1, "max_revisions": 3}
+    context["last_attempt"] = {"code": code, "report": report}
     compact = _text("fast", context)
     assert len(compact) <= CAPS["fast"] and code not in compact and report not in compact
     roomy = _text("fast", {**context, "room": "roomy"})

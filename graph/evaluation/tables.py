@@ -92,7 +92,8 @@ RULES_VERSION = 13
 #     chain's skill that does not load is left out of held-out play rather than stopping it.
 # 16: the plan's last subtask of a one-achievement task passes on the runs that reached its action once at least
 #     half of its runs did (13's count over every run was out of any chain's reach); a rewrite of a chain helper
-#     that only ties the earlier one on the same seeds leaves the earlier one in place.
+#     that does not succeed on 2 more of the same seeds leaves the earlier one in place; past the re-plan limit a
+#     failed subtask before the task that sometimes succeeded plays before the learned task.
 GRAPH_RULES_VERSION = 16
 METHOD_LABELS = {"rlgpt": "RL-GPT (rule-based expert)", "pure_rl": "pure RL (PPO, primitive actions)",
                  "pure_code": "pure code (coded actions, no RL)",

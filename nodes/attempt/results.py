@@ -191,9 +191,15 @@ def round_passes(result: Mapping[str, Any], target: float, whole_chain: bool = F
 def reached_by_enough_runs(result: Mapping[str, Any]) -> bool:
     """The plan's last subtask's second rule (round_passes' `whole_chain`): at least half of a code round's
     runs reached the action (`runs_needed_to_reach`); a round that replayed no earlier skill reached it in all."""
-    count = judged_count(result)
     runs = int(result.get("episodes") or 0)
-    return count is None or count[1] >= runs_needed_to_reach(runs)
+    return runs_reaching(result) >= runs_needed_to_reach(runs)
+
+
+def runs_reaching(result: Mapping[str, Any]) -> int:
+    """How many of a code round's runs reached its action: `started` where the test replayed earlier skills
+    (0 when none did), else every run."""
+    started = result.get("started")
+    return int(started) if started is not None else int(result.get("episodes") or 0)
 
 
 def runs_needed_to_reach(runs: int) -> int:
@@ -203,17 +209,20 @@ def runs_needed_to_reach(runs: int) -> int:
 
 def pass_rule_text(n: int, target: float, whole_chain: bool = False) -> str:
     """The pass rule in plain numbers for a test round of `n` seeds (`whole_chain`: see round_passes)."""
-    k = successes_needed(n, target)
-    chance = sum(math.comb(n, j) * target ** j * (1 - target) ** (n - j) for j in range(k, n + 1))
-    text = (f"{k} or more successes of {n} test seeds meet the target {target:.0%}, counting runs that reach "
-            f"the sub-action after earlier skills (a skill truly at {target:.0%} scores {k}+ in {chance:.0%} of "
-            "rounds)")
-    if whole_chain:
-        text += (f". The plan's last subtask: held-out play is this chain, so at least {runs_needed_to_reach(n)} "
-                 f"of the {n} runs must reach your action too; until they do, whatever ended the others before "
-                 "it, the round comes back to you while revisions last and each repair has more successes than "
-                 "your best round (else the critic judges, keeping the best)")
-    return text
+    if not whole_chain:
+        k = successes_needed(n, target)
+        chance = sum(math.comb(n, j) * target ** j * (1 - target) ** (n - j) for j in range(k, n + 1))
+        return (f"{k} or more successes of {n} test seeds meet the target {target:.0%}, counting runs that reach "
+                f"the sub-action after earlier skills (a skill truly at {target:.0%} scores {k}+ in {chance:.0%} of "
+                "rounds)")
+    # the count is over the runs that reach the action: said for each number of them that may pass
+    h = runs_needed_to_reach(n)
+    first, *fewer = [f"{successes_needed(m, target)} of {m}" for m in range(n, h - 1, -1)]
+    return (f"the plan's last subtask, whose chain held-out play is, meets the target {target:.0%} when at least "
+            f"{h} of the {n} test runs reach your action after earlier skills and {first} of those succeed"
+            + (f" (or {', '.join(fewer)})" if fewer else "") + ". Until then the round comes back to you while "
+            "revisions last, each repair needing more successes than your best round (else the critic judges, "
+            "keeping the best)")
 
 
 def training_pass_rule_text(target: float, from_chain: bool = False) -> str:
@@ -314,7 +323,7 @@ def round_steps(result: Mapping[str, Any]) -> int:
 
 def round_best(result: Mapping[str, Any]) -> Mapping[str, Any]:
     """The attempt a round stands for: its own code, or that code with the chain's helpers before this
-    subtask's rewrite when those ranked higher on the same seeds (nodes.attempt.rounds.record_round)."""
+    subtask's rewrite when the rewrite did not gain enough on them (nodes.attempt.rounds.record_round)."""
     before = result.get("helpers_before") or {}
     return before if before.get("ranks_above") else result
 

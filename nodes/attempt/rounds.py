@@ -26,6 +26,7 @@ from nodes.attempt.results import (
 from nodes.entries import CodeVersion, DecompositionEntry, MeasuredResult, SubActionEntry, coded, learned
 from nodes.skills.pool import definitions, function_names, without_definitions
 from nodes.skills.records import prerequisite_achievements, prior_sources, replaced_names
+from prompts.fewshot import REWRITE_MARGIN
 
 
 def judged_sub_action(decomposition: DecompositionEntry) -> SubActionEntry:
@@ -166,26 +167,39 @@ def record_round(state: Mapping[str, Any]) -> tuple[dict[str, Any], MeasuredResu
         result["helpers_before"] = _with_helpers_before(state, result)
     best = dict(state.get("best") or {})
     # by the plain rate, then the judged one (nodes.attempt.results.judged_rate); the later on a full tie: a
-    # revision that does as well keeps what the agents added since (helpers they call). A code test while the
-    # sub-action is learned tests a building block of the policy's head, not the sub-action: it is logged,
-    # never kept as the subtask's skill (it has no entry that solves the subtask)
+    # revision that does as well keeps what the agents added since (helpers they call), unless it plays a chain
+    # helper's rewrite that lost its comparison (`plays_a_rewrite_that_lost`): then only a better one. A code test
+    # while the sub-action is learned tests a building block of the policy's head, not the sub-action: it is
+    # logged, never kept as the subtask's skill (it has no entry that solves the subtask)
     head_test = result["kind"] == "code" and judged["kind"] == "rl"
     if head_test:
         result["head_test"] = True
     kept = round_best(result)
-    if not head_test and (subtask not in best or at_least_as_good(kept, best[subtask])):
+    lost = plays_a_rewrite_that_lost(state, subtask) and kept is result
+    if not head_test and (subtask not in best or (not at_least_as_good(best[subtask], kept) if lost
+                                                  else at_least_as_good(kept, best[subtask]))):
         best[subtask] = dict(kept)
     return {**update, "best": best, "results": [result], "last_result": result}, result
 
+
+
+def plays_a_rewrite_that_lost(state: Mapping[str, Any], subtask: str) -> bool:
+    """Whether the latest round played chain-helper rewrites (`last_attempt["rewrite_key"]`, set by the fast
+    node whether or not it compared them this round) that an earlier round of this subtask compared with the
+    helpers before them, the earlier ranking above: a later round that is not compared again must not bring
+    them back on a tie."""
+    key = (state.get("last_attempt") or {}).get("rewrite_key")
+    return bool(key) and any(
+        (r.get("helpers_before") or {}).get("helpers_key") == key and (r.get("helpers_before") or {}).get("ranks_above")
+        for r in state.get("results") or [] if r.get("subtask") == subtask and r.get("kind") == "code")
 
 
 def _with_helpers_before(state: Mapping[str, Any], result: MeasuredResult) -> dict[str, Any]:
     """The round's code played with the chain's helpers as they stood before this subtask rewrote them, as an
     attempt of its own: the round's artefacts less the rewritten definitions (a skill made of it plays the
     helpers it had before, nodes.skills.pool.pool_of), its figures from the same seeds, and whether it ranks
-    at least as high as the round's own tests: on a tie the earlier helpers stay, which every skill before was
-    tested with. Rewrites of `stay_alive` that stood on 8 seeds cost answerers' chains 6 points on average
-    against the built-in on 100 others (benchmarks.builtin_survival, four runs: -8, -12, +4, -8)."""
+    above the round's own tests: unless the rewrite succeeded on REWRITE_MARGIN more of the same seeds, the
+    earlier helpers stay, which every skill before was tested with."""
     last = state.get("last_attempt") or {}
     helpers = dict(last.get("helpers_before") or {})
     attempt: dict[str, Any] = {**result, **(result.get("helpers_before") or {}), "helpers": helpers,
@@ -193,7 +207,7 @@ def _with_helpers_before(state: Mapping[str, Any], result: MeasuredResult) -> di
     attempt.pop("helpers_before", None)
     attempt["sources"] = [kept for source in result.get("sources") or []
                           if (kept := without_definitions(source, helpers)).strip()]
-    attempt["ranks_above"] = at_least_as_good(attempt, result)
+    attempt["ranks_above"] = int(result.get("successes") or 0) < int(attempt.get("successes") or 0) + REWRITE_MARGIN
     return attempt
 
 
