@@ -39,7 +39,7 @@ from nodes.attempt.results import (
     same_seed_rounds,
     training_pass_rule_text,
 )
-from nodes.attempt.rounds import at_least_as_good, ends_the_chain, judged_sub_action, measure_event, recorded_result
+from nodes.attempt.rounds import ends_the_chain, judged_sub_action, measure_event, recorded_result
 from nodes.context import RunContext, context_of
 from nodes.entries import CritiqueEntry, FailedEntry, MeasuredResult, SubActionEntry
 from nodes.exits import exit_to
@@ -228,7 +228,9 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
     c = cast(CritiqueEntry, critique.model_dump())
     # a pass keeps the better of this round and the subtask's best (below): the threshold judges that one; a
     # round that gained nothing on an earlier, better one would otherwise turn a pass into a revise
-    pass_keeps = result if at_least_as_good(result, best[subtask]) else best[subtask]
+    # (the subtask's best as nodes.measure recorded it, this round included where it ranked as high: with the
+    # chain's helpers from before where a rewrite lost; comparing the round's own code leaked a rejected rewrite)
+    pass_keeps = best[subtask]
     kept_rate = judged_rate(round_best(pass_keeps))
     if c["verdict"] == "pass" and kept_rate < settings.skill_threshold:
         # a skill that mostly fails would be built on by every later subtask: the numbers overrule the model

@@ -395,6 +395,18 @@ def test_on_the_plans_last_subtask_repairs_go_on_only_while_they_gain_on_the_bes
     passed = critic({**state_after([better], below), "best": {"collect_coal": better}}, PassingRuntime())
     assert (passed.goto, passed.update["exit_to"]) == ("leave", "subtask")
     assert passed.update["skills"]["collect_coal"]["success_rate"] == 0.625
+    # a round whose stay_alive rewrite lost to the earlier one on its seeds (a tie): a pass keeps the round's code
+    # with the earlier stay_alive, as measure recorded it, never the rewrite (an answerer found it in held-out play)
+    rewrite = "def stay_alive(game):\n    yield 'noop'\n"
+    own = {**tested(6, inner=0), "sources": [rewrite, "def collect_coal(game):\n    yield 'do'\n"],
+           "entry": "collect_coal"}
+    before = {**own, "sources": ["def collect_coal(game):\n    yield 'do'\n"], "ranks_above": True,
+              "helpers": {"stay_alive": "the built-in"}}
+    own["helpers_before"] = before
+    kept = critic({**state_after([], own), "best": {"collect_coal": before}}, PassingRuntime())
+    sources = kept.update["skills"]["collect_coal"]["sources"]
+    assert (kept.update["exit_to"], kept.update["critiques"][0]["verdict"]) == ("subtask", "pass")
+    assert sources and not any("def stay_alive" in source for source in sources), sources
 
 
 def test_a_roomy_prompt_says_before_the_round_when_a_helper_rewrite_would_not_be_compared(tmp_path):
