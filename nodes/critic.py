@@ -226,10 +226,10 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
                             verdict="pass" if round_passes(kept, settings.target_success, whole_chain) else "fail",
                             feedback=f"(no valid critique from the model: {exc.last_error[:300]})")
     c = cast(CritiqueEntry, critique.model_dump())
-    # a pass keeps the better of this round and the subtask's best (below): the threshold judges that one; a
-    # round that gained nothing on an earlier, better one would otherwise turn a pass into a revise
-    # (the subtask's best as nodes.measure recorded it, this round included where it ranked as high: with the
-    # chain's helpers from before where a rewrite lost; comparing the round's own code leaked a rejected rewrite)
+    # a pass keeps the subtask's best as nodes.measure recorded it (this round where it ranked as high, with the
+    # chain's helpers from before where its rewrite lost: comparing the round's own code leaked a rejected
+    # rewrite), and the threshold judges that one: a round that gained nothing on an earlier, better one would
+    # otherwise turn a pass into a revise
     pass_keeps = best[subtask]
     kept_rate = judged_rate(round_best(pass_keeps))
     if c["verdict"] == "pass" and kept_rate < settings.skill_threshold:

@@ -179,8 +179,8 @@ def round_passes(result: Mapping[str, Any], target: float, whole_chain: bool = F
     (`reached_by_enough_runs`), so that the count says something about it. Until then a death on the way is
     the fast agent's to repair while its revisions last (a stay_alive it writes). Graph rules 13 to 15 asked
     the pass count over every run instead: no chain measured came near it (the expert's 29.5% held out), and
-    the rounds it asked for were rewrites of survival on the same 8 seeds that cost the four answerers who
-    kept one 6 points on average over the built-in (benchmarks.builtin_survival, 100 seeds each)."""
+    the rounds it asked for were rewrites of survival on the same 8 seeds, which cost the answerers' chains
+    that kept one 5 points on average against the built-in (benchmarks.builtin_survival, eight runs)."""
     if not meets_target(result, target):
         return False
     if not whole_chain or result.get("kind") != "code" or not result.get("episodes"):
