@@ -80,6 +80,7 @@ from nodes.skills.pool import (
     function_names,
     listing,
     missing_problem,
+    only_delegates,
     prefix_action,
     relocate_lines,
     reserved_problem,
@@ -279,12 +280,16 @@ def chain_helpers_before(before: Pool, pool: Pool, tested: Collection[str] = ())
     to take on the rewrite's own figures (answerers' rewrites of stay_alive lost most of their held-out runs):
     a round that rewrites one also plays its seeds with the one before (nodes.attempt.rounds.record_round).
     A helper that is one of the `tested` actions (a collect_drink subtask's own action) is what the round judges,
-    not a rewrite to set beside it."""
+    not a rewrite to set beside it; nor is a definition that only plays the built-in where the built-in stood
+    (`def stay_alive(game): yield from builtin_stay_alive(game)`: an answerer's way back cost a comparison of
+    about 14,000 steps that could only tie)."""
     helpers: dict[str, str] = {}
     for name in CHAIN_HELPERS:
         if ((pool.origin.get(name) or {}).get("this_subtask") and name in before and name not in tested
                 and pool.sources[name].strip() != before.sources[name].strip()):
             was = before.origin.get(name) or {}
+            if was.get("kind") == "built-in" and only_delegates(pool.sources[name], builtin_alias(name)):
+                continue
             helpers[name] = ("the built-in" if was.get("kind") == "built-in"
                              else f"written for {was.get('subtask') or 'an earlier skill'}")
     return helpers, restored(pool, helpers, before)

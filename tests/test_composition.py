@@ -621,6 +621,10 @@ def test_a_rewritten_stay_alive_is_kept_only_where_it_gains_two_seeds_on_the_one
 
     _, calls = write(action)  # the built-in stay_alive: nothing to set it against
     assert len(calls) == settings.code_test_episodes and not any(c["id"].startswith(HELPERS_BEFORE) for c in calls)
+    # the way back to the built-in the report gives plays the built-in: no comparison, which could only tie
+    back = "def stay_alive(game):\n    yield from builtin_stay_alive(game)\n"
+    _, calls = write(back + "\n\n" + action)
+    assert len(calls) == settings.code_test_episodes and not any(c["id"].startswith(HELPERS_BEFORE) for c in calls)
 
     command, calls = write(rewrite + "\n\n" + action)
     own = [c for c in calls if not c["id"].startswith(HELPERS_BEFORE)]

@@ -136,6 +136,26 @@ def definitions(program: str) -> dict[str, str]:
     return {name: source + "\n" for name, source in out.items()}
 
 
+def only_delegates(source: str, callee: str) -> bool:
+    """Whether `source` is one function whose body (a docstring aside) only plays `callee` with its own first
+    argument: `yield from callee(game)`, or its value returned. A model goes back to a built-in chain helper so
+    (the report says how), and that plays what stood before, so it is no rewrite to set beside it."""
+    try:
+        tree = parse(source)
+    except (SyntaxError, ValueError):
+        return False
+    if len(tree.body) != 1 or not isinstance(fn := tree.body[0], ast.FunctionDef) or not fn.args.args:
+        return False
+    body = fn.body[1:] if (fn.body and isinstance(fn.body[0], ast.Expr) and isinstance(fn.body[0].value, ast.Constant)
+                           and isinstance(fn.body[0].value.value, str)) else fn.body
+    if len(body) != 1 or not isinstance(body[0], ast.Expr | ast.Return) or body[0].value is None:
+        return False
+    played = body[0].value
+    return (isinstance(played, ast.YieldFrom) and isinstance(call := played.value, ast.Call)
+            and isinstance(call.func, ast.Name) and call.func.id == callee and not call.keywords
+            and len(call.args) == 1 and isinstance(call.args[0], ast.Name) and call.args[0].id == fn.args.args[0].arg)
+
+
 def function_names(program: str) -> list[str]:
     """The names of a program's top-level functions (none for a program that does not parse)."""
     try:
