@@ -864,6 +864,9 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
     # test (of the same program) was tested again, and charged
     if last.get("max_steps") == max_steps and (last.get("program") == tested_as or (
             "program" not in last and last.get("sub_action") == target["name"] and last.get("code") == code)):
+        if trains and not is_last_code:  # a building block of a policy's head: the policy trains without it (a
+            # SmolLM2 fallback training never ran: a block sent again unchanged ended the attempt untrained)
+            return Command(goto="fast", update={**update, "skipped_code": [*skipped_of(state), target["name"]]})
         return to_critic(update, "the fast agent resubmitted unchanged code")
     too_big = (reserved_problem(code)
                or size_problem(pool if defined else lib.pool, program, [target["name"]], MAX_SOURCE_CHARS)
@@ -873,6 +876,8 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
                   "last_attempt": {"sub_action": target["name"], "code": code, "max_steps": max_steps,
                                    "report": too_big}}
         if revision >= settings.max_inner_iters:
+            if trains and not is_last_code:  # as above: the policy trains without this building block
+                return Command(goto="fast", update={**update, "skipped_code": [*skipped_of(state), target["name"]]})
             return to_critic(update, too_big)
         return Command(goto="fast", update=update)
     base = {"code": program, "task": subtask, "max_steps": max_steps, **({"action": action} if action else {})}

@@ -474,3 +474,31 @@ def test_the_nodes_give_the_model_the_prompt_room_its_window_allows(tmp_path):
     other = settings.model_copy(update={"run_id": "compact", "out_dir": tmp_path / "other"})  # no skill saved yet
     build_graph().invoke(start_state(other), config=run_config(other), context=run_context(other, compact))
     assert {r for _, r in compact.rooms} == {"compact"}
+
+
+def test_a_policy_building_block_sent_again_unchanged_is_left_out_and_the_policy_still_trains(tmp_path):
+    """SmolLM2's fallback training never ran: the task itself was to be learned over coded building blocks,
+    it sent one block again unchanged after its test, and that ended the attempt untrained at 3,000 of
+    100,000 steps. A building block of a policy's head sent again unchanged is left out of the head (the
+    policy trains without it, as for a block that stays broken); the judged action's resend still goes to
+    the critic."""
+    from nodes.fast import SubtaskCode, _write_code
+
+    block = _code("gather_food")
+    policy = {"name": "collect_wood_policy", "kind": "rl", "template": "custom", "target": None, "item": None,
+              "coded_actions": ["gather_food"]}
+    state: dict = {"task": "collect_wood", "plan": [{"name": "collect_wood"}], "subtask_index": 0, "skills": {},
+                   "decomposition": {"subtask": "collect_wood", "reason": "", "sub_actions": [block, policy]},
+                   "code_versions": [], "messages": [], "results": [], "budget_steps": 100_000, "outer_iter": 0}
+    settings = RunSettings(out_dir=tmp_path, task="collect_wood")
+    code = "def gather_food(game):\n    yield 'do'\n"
+
+    def write(at: dict):
+        return _write_code(at, {}, settings, SubtaskCode(at, settings), block, {"code": code, "max_steps": None},
+                           [block], AIMessage(content="", id=f"answer{len(at['code_versions'])}"))
+
+    first = write(state)
+    assert first.goto == "tools"  # tested once before the training
+    again = write({**state, "code_versions": first.update["code_versions"],
+                   "last_attempt": first.update["last_attempt"]})
+    assert again.goto == "fast" and again.update["skipped_code"] == ["gather_food"]
