@@ -831,24 +831,24 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
             # training does not learn around a broken action unseen (below, as the last code would be)
         elif trains and target["name"] in {t.get("sub_action") for t in state.get("code_tested") or []}:
             # tested once already and still broken: the policy trains without this action (its prompt says so)
-            return Command(goto="fast", update={**update, "skipped_code": [*skipped_of(state), target["name"]]})
+            return _left_out_of_head(state, update, target["name"])
         else:
             defined = False  # broken: a one-seed test below brings back the sandbox's own error, to repair from
     revision = int(state.get("inner_iter", 0)) + (1 if last.get("report") is not None and last else 0)
     seeds = code_test_seeds(settings, state)
     pool = lib.with_code(code)
     helpers: dict[str, str] = {}
-    program_before = helpers_key = rewrite_key = ""
+    program_before = rewrite_key = ""
     not_compared: dict[str, Any] = {}
     if defined:
         actions = [name for name in tested_actions(state["decomposition"], lib.replaced) if name in pool]
         program, action = test_program(pool, lib.prefix, actions or [target["name"]], max_steps)
         if not trains:  # the judged action's test: a rewrite of a chain helper is set against the one before
             helpers, before = chain_helpers_before(lib.solved, pool, actions or [target["name"]])
-            helpers_key = rewrite_key = helpers_compared_key(pool, helpers)  # what this round plays, compared or not
+            rewrite_key = helpers_compared_key(pool, helpers)  # the rewrites this round plays, compared or not
             judged = judged_sub_action(state["decomposition"])["name"]
             # once per version of the rewrites, where it changes what plays, and only while the budget allows
-            if helpers and not already_compared(state, lib.subtask, helpers_key):
+            if helpers and not already_compared(state, lib.subtask, rewrite_key):
                 candidate = test_program(before, lib.prefix, actions or [target["name"]], max_steps)[0]
                 why = compare_budget_short(state, lib.subtask, judged, len(seeds), max_steps)
                 if candidate != program:  # else a lone action that calls none of them
@@ -864,9 +864,9 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
     # test (of the same program) was tested again, and charged
     if last.get("max_steps") == max_steps and (last.get("program") == tested_as or (
             "program" not in last and last.get("sub_action") == target["name"] and last.get("code") == code)):
-        if trains and not is_last_code:  # a building block of a policy's head: the policy trains without it (a
-            # SmolLM2 fallback training never ran: a block sent again unchanged ended the attempt untrained)
-            return Command(goto="fast", update={**update, "skipped_code": [*skipped_of(state), target["name"]]})
+        if trains:  # a building block of a policy's head: the policy trains without it (a SmolLM2 fallback
+            # training never ran: a block sent again unchanged ended the attempt untrained)
+            return _left_out_of_head(state, update, target["name"])
         return to_critic(update, "the fast agent resubmitted unchanged code")
     too_big = (reserved_problem(code)
                or size_problem(pool if defined else lib.pool, program, [target["name"]], MAX_SOURCE_CHARS)
@@ -876,8 +876,8 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
                   "last_attempt": {"sub_action": target["name"], "code": code, "max_steps": max_steps,
                                    "report": too_big}}
         if revision >= settings.max_inner_iters:
-            if trains and not is_last_code:  # as above: the policy trains without this building block
-                return Command(goto="fast", update={**update, "skipped_code": [*skipped_of(state), target["name"]]})
+            if trains:  # as above: the policy trains without this building block
+                return _left_out_of_head(state, update, target["name"])
             return to_critic(update, too_big)
         return Command(goto="fast", update=update)
     base = {"code": program, "task": subtask, "max_steps": max_steps, **({"action": action} if action else {})}
@@ -891,7 +891,7 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
               "attempt": int(state.get("attempt", 0)) + (0 if last else 1),
               "last_attempt": {"sub_action": target["name"], "code": code, "max_steps": max_steps, "report": None,
                                "program": tested_as,
-                               **({"helpers_before": helpers, "helpers_key": helpers_key} if helpers else {}),
+                               **({"helpers_before": helpers} if helpers else {}),
                                **({"rewrite_key": rewrite_key} if rewrite_key else {}),
                                **({"helpers_not_compared": not_compared} if not_compared else {})}}
     return _dispatch(state, update, calls, answer)
@@ -902,6 +902,12 @@ def to_critic(update: dict, fast_error: str) -> Command:
     logs it (not as a repair, since none came)."""
     events = [e for e in update.get("events", []) if e.get("verdict") != "repair"]
     return Command(goto="critic", update={**update, "events": events, "fast_error": fast_error})
+
+
+def _left_out_of_head(state: Mapping[str, Any], update: dict, name: str) -> Command:
+    """A building block of a policy's action head that cannot be had (still broken after its test, sent again
+    unchanged, refused past its repairs): the policy trains without it, and its prompt says so."""
+    return Command(goto="fast", update={**update, "skipped_code": [*skipped_of(state), name]})
 
 
 def skipped_of(state: Mapping[str, Any]) -> list[str]:

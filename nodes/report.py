@@ -22,7 +22,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 from pydantic import ValidationError
 
-from nodes.attempt.results import judged_rate, round_best, round_steps, runs_needed_to_reach, skill_meets_target
+from nodes.attempt.results import judged_rate, reached_by_enough_runs, round_best, round_steps, skill_meets_target
 from nodes.attempt.rounds import ends_the_chain
 from nodes.context import RunContext, context_of
 from nodes.settings import RunSettings
@@ -105,15 +105,14 @@ def _kept_status(skill: Skill, target: float, whole_chain: bool = False) -> str:
     plan's last subtask (`whole_chain`) with half of its runs reaching it, as its rounds were judged);
     otherwise 'kept' with the rate it was kept at (below the target, or below the skill threshold too)."""
     record = skill.to_state()
-    episodes, started = int(skill.episodes or 0), skill.started
-    reached_ok = not (whole_chain and skill.kind == "code" and episodes and started is not None) or \
-        int(started) >= runs_needed_to_reach(episodes)
+    episodes = int(skill.episodes or 0)
+    reached_ok = not (whole_chain and skill.kind == "code" and episodes) or reached_by_enough_runs(record)
     if skill_meets_target(record, target) and reached_ok:
         return "passed"
     given, judged = skill.success_given_start, judged_rate(record)
     rate = f"{judged:.0%} from its start" if given is not None and given != skill.success_rate else f"{judged:.0%}"
     if whole_chain and not reached_ok:  # held-out play is this chain: too few of its runs reached the skill
-        return f"kept at {rate}, reached in {started} of {episodes} runs (fewer than half)" + (
+        return f"kept at {rate}, reached in {skill.started} of {episodes} runs (fewer than half)" + (
             "" if skill.passing else ", below the skill threshold (played here, not saved)")
     # below the threshold the skill still plays in this run's chain; it is only not saved for other runs
     return f"kept at {rate}, below the {'target' if skill.passing else 'skill threshold (played here, not saved)'}"

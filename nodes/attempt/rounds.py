@@ -203,7 +203,7 @@ def _with_helpers_before(state: Mapping[str, Any], result: MeasuredResult) -> di
     last = state.get("last_attempt") or {}
     helpers = dict(last.get("helpers_before") or {})
     attempt: dict[str, Any] = {**result, **(result.get("helpers_before") or {}), "helpers": helpers,
-                               "helpers_key": last.get("helpers_key")}  # what was compared (fast.already_compared)
+                               "helpers_key": last.get("rewrite_key")}  # what was compared (fast.already_compared)
     attempt.pop("helpers_before", None)
     attempt["sources"] = [kept for source in result.get("sources") or []
                           if (kept := without_definitions(source, helpers)).strip()]

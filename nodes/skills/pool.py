@@ -146,8 +146,7 @@ def only_delegates(source: str, callee: str) -> bool:
         return False
     if len(tree.body) != 1 or not isinstance(fn := tree.body[0], ast.FunctionDef) or not fn.args.args:
         return False
-    body = fn.body[1:] if (fn.body and isinstance(fn.body[0], ast.Expr) and isinstance(fn.body[0].value, ast.Constant)
-                           and isinstance(fn.body[0].value.value, str)) else fn.body
+    body = fn.body[1:] if ast.get_docstring(fn) is not None else fn.body
     if len(body) != 1 or not isinstance(body[0], ast.Expr | ast.Return) or body[0].value is None:
         return False
     played = body[0].value
