@@ -47,8 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "on this machine) or 'local' (default: RAY_ADDRESS, else a local Ray started and stopped "
                         "here; docs/scaling.md)")
     for f in dataclasses.fields(PPOSettings):
+        # argparse formats help with %: a field's doc that says "95%" broke --help
+        doc = f"{f.metadata.get('doc', '')} (default {f.default})".replace("%", "%%")
         p.add_argument("--" + f.name.replace("_", "-"), type=FIELD_TYPES.get(str(f.type), str), default=f.default,
-                       help=f"{f.metadata.get('doc', '')} (default {f.default})")
+                       help=doc)
     return p
 
 
