@@ -165,6 +165,7 @@ class RLFacts(TypedDict):
     previous_train_steps: int | None     # this sub-action's last training
     revise: bool                         # the critic asked for another training
     total_steps_set_by_the_graph: NotRequired[str]
+    reward_set_by_the_graph: NotRequired[str]
     coded_actions_tested_before_training: NotRequired[str]
     left_out_of_the_head: NotRequired[str]
     episodes_start: NotRequired[str]     # where training episodes start, when saved moments of the chain exist

@@ -79,7 +79,7 @@ def test_a_tool_the_fast_agent_was_not_offered_is_never_run(tmp_path):
 
 
 class _GivesUpAndTrainsBriefly(ExpertModel):
-    """A weak model: its plan is empty and its trainings as short as allowed."""
+    """A weak model: its plan is empty, its trainings as short as allowed, paid by Crafter's reward."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -93,12 +93,14 @@ class _GivesUpAndTrainsBriefly(ExpertModel):
 
     def _configure_rl(self, c: dict) -> dict:
         self.fast_prompts.append(str(c))
-        return {**super()._configure_rl(c), "total_steps": 1000}
+        return {**super()._configure_rl(c), "total_steps": 1000, "reward": "crafter"}
 
 
 def test_the_fallback_learns_the_task_with_the_budget_left_whatever_steps_the_model_asks(tmp_path):
-    """The planner's fallback (the task itself, learned) is the graph's decision: so is its training length,
-    said in the prompt before the answer; a weak model's 1,000 steps would leave the budget unspent."""
+    """The planner's fallback (the task itself, learned) is the graph's decision: so are its training length and,
+    for a task that needs nothing before it, its reward, both said in the prompt before the answer; a weak
+    model's 1,000 steps would leave the budget unspent, and Crafter's reward cost SmolLM2's "harvest log" about
+    a third of its held-out successes (nodes.fast.fallback_reward)."""
     settings = RunSettings(task="harvest log", budget_steps=3000, test_episodes=2, eval_episodes=1,
                            max_outer_iters=1, out_dir=tmp_path / "runs", run_id="fallback")
     model = _GivesUpAndTrainsBriefly()
@@ -112,6 +114,11 @@ def test_the_fallback_learns_the_task_with_the_budget_left_whatever_steps_the_mo
     fits = [c for e in final["events"] if e["type"] == "budget_fit" for c in e["changes"]]
     left = 3000 - sum(r["steps"] for r in final["results"] if r["kind"] == "code")  # a head entry's test came first
     assert f"ConfigureRL: total_steps 1000 -> {left}" in fits
+    assert any("reward_set_by_the_graph" in p for p in model.fast_prompts)
+    trained = [c["config"] for c in final["rl_configs"] if c["sub_action"] == trainings[0]["sub_action"]]
+    assert trained and {c["reward"] for c in trained} == {"task"}
+    said = {"type": "fallback_reward", "subtask": "collect_wood", "asked": "crafter", "reward": "task"}
+    assert said in final["events"]
 
 
 def test_a_building_block_the_slow_agent_plans_anew_is_written_again_from_its_old_code():
