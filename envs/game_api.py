@@ -383,8 +383,9 @@ class GameAPI:
         return self.material_at(pos) in WALKABLE and pos not in self._creature_positions()
 
     def path_to(self, target: Pos, adjacent: bool = True) -> list[str] | None:
-        """Moves that lead over known walkable tiles to `target` (or next to it when
-        `adjacent`), or None when no known path exists. [] means already there."""
+        """Moves that lead over known grass, sand and path tiles (never lava or water) to
+        `target` (or next to it when `adjacent`), or None when no known path exists.
+        [] means already there."""
         goals = set(_neighbours(target)) if adjacent else {tuple(target)}
         if self.pos in goals:
             return []
