@@ -542,6 +542,9 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCo
                 if a["name"] not in pending and a["name"] in lib.versions]
         if pending == [sub_action["name"]] and kept:
             context["kept_pieces"] = kept
+    unloaded = dropped_code(state, lib, decomposition)
+    if unloaded:
+        context["unloaded"] = unloaded
     best = _best_attempt_shown(state, subtask) if room != COMPACT.name and mode == "code" else None
     if best:
         context["best_attempt"] = best
@@ -618,6 +621,21 @@ def fallback_training(state: Mapping[str, Any], subtask: str) -> bool:
     up on an unsolved task, so the task itself is learned, with the budget left; a weak model's choice of a
     short training would otherwise end the run with most of its budget unspent."""
     return state.get("forced_rl") == subtask and subtask == state.get("task")
+
+
+def dropped_code(state: Mapping[str, Any], lib: SubtaskCode, decomposition: DecompositionEntry) -> dict[str, list[str]]:
+    """Sub-action of this subtask that the slow agent's decomposition no longer has -> the functions its code
+    defined that nothing loads now. Code belongs to its sub-action, so it leaves with it: an answerer whose
+    other code still called a dropped sub-action's helpers found them gone from the listing without a word."""
+    kept = {a["name"] for a in coded(decomposition["sub_actions"])} | set(lib.hinted(decomposition))
+    latest: dict[str, str] = {}
+    for version in state.get("code_versions", []):
+        if version["subtask"] == lib.subtask and version["sub_action"] not in kept:
+            latest[version["sub_action"]] = version["source"]
+    loaded = set(lib.pool.functions())
+    out = {sub: gone for sub, source in latest.items()
+           if (gone := [name for name in function_names(source) if name not in loaded])}
+    return out
 
 
 def fallback_reward(subtask: str) -> str | None:

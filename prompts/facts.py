@@ -187,6 +187,8 @@ class FastFacts(TypedDict):
     # test, of the whole decomposition, runs on it)
     kept_pieces: NotRequired[list[str]]
     library: list[dict[str, Any]]        # nodes.skills.pool.listing
+    # a sub-action the decomposition dropped -> the functions of its code that are no longer loaded
+    unloaded: NotRequired[dict[str, list[str]]]
     examples: dict[str, str]             # few-shot example name -> source
     last_attempt: LastAttempt | None
     feedback: str | None                 # the critic's feedback text

@@ -256,6 +256,15 @@ def _library(entries: list[Mapping[str, Any]], shown: frozenset[str] = frozenset
     return "\n".join(lines)
 
 
+def _unloaded(unloaded: Mapping[str, Sequence[str]] | None) -> str | None:
+    """The functions that left with a dropped sub-action's code, said where the listing no longer has them."""
+    if not unloaded:
+        return None
+    lines = [f"- `{sub}`: {', '.join(names[:12])}" + (f" and {len(names) - 12} more" if len(names) > 12 else "")
+             for sub, names in list(unloaded.items())[:6]]
+    return "\n".join([*lines, "Nothing loads these now; send again in your code any of them it still calls."])
+
+
 def _builtins_shown(examples: Mapping[str, str]) -> frozenset[str]:
     """The examples that are a built-in's own source: what runs under that name."""
     return frozenset(name for name, src in examples.items()
@@ -416,6 +425,7 @@ def _render_fast(c: FastFacts) -> str:
         _section("Library: coded actions already written" + (
             " (call with `yield from name(game)`)" if mode == "code" else ""),
             _library(list(c.get("library") or []), shown, room)),
+        _section("Unloaded: code of sub-actions the decomposition dropped", _unloaded(c.get("unloaded"))),
     ]
     if mode == "code":
         parts.append(_section("Few-shot examples", _examples(examples, shown, str(action.get("name") or ""))))

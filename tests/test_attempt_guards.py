@@ -163,6 +163,39 @@ def test_a_building_block_the_slow_agent_plans_anew_is_written_again_from_its_ol
     assert previous is not None and previous["code"].strip() == newer.strip() and previous["outer_iter"] == 1
 
 
+def test_the_helpers_of_a_sub_action_the_decomposition_dropped_are_said_to_be_unloaded():
+    """Code belongs to its sub-action: when the slow agent drops one, its helpers leave the library with it. An
+    answerer found `_dd_shelter` and two more gone from the listing without a word while its other code still
+    called them; the prompt now names them (a rewrite of a built-in falls back to the built-in, still loaded)."""
+    from nodes.fast import SubtaskCode, dropped_code
+    from prompts.templates import messages_for
+
+    survive = SubAction(name="stay_alive", kind="code", reason="survive").model_dump()
+    mine = SubAction(name="mine_iron", kind="code", reason="mine it").model_dump()
+    rewrite = ("def _dd_shelter(game):\n    yield 'noop'\n\n\ndef _dd_to_rock(game):\n    yield 'noop'\n\n\n"
+               "def stay_alive(game):\n    yield from _dd_shelter(game)\n")
+    state = {"plan": [{"name": "collect_iron", "goal": "g", "success_condition": "c"}], "subtask_index": 0,
+             "skills": {}, "outer_iter": 1, "last_attempt": None,
+             "decomposition": {"subtask": "collect_iron", "reason": "", "sub_actions": [survive, mine]},
+             "code_versions": [{"subtask": "collect_iron", "sub_action": "stay_alive", "version": 1,
+                                "source": rewrite, "outer_iter": 0},
+                               {"subtask": "collect_iron", "sub_action": "mine_iron", "version": 2,
+                                "source": "def mine_iron(game):\n    yield from _dd_to_rock(game)\n",
+                                "outer_iter": 0}]}
+    settings = RunSettings(task="collect_iron")
+    assert dropped_code(state, SubtaskCode(state, settings), state["decomposition"]) == {}  # both still planned
+    state["decomposition"] = {**state["decomposition"], "sub_actions": [mine]}
+    lib = SubtaskCode(state, settings)
+    unloaded = dropped_code(state, lib, state["decomposition"])
+    assert unloaded == {"stay_alive": ["_dd_shelter", "_dd_to_rock"]}
+    assert "_dd_to_rock" not in lib.pool and lib.pool.origin["stay_alive"]["kind"] == "built-in"
+    context = {"subtask": "collect_iron", "mode": "code", "sub_action": mine, "unloaded": unloaded,
+               "decomposition": state["decomposition"], "library": []}
+    human = messages_for("fast", context)[-1].content
+    said = "## Unloaded: code of sub-actions the decomposition dropped\n- `stay_alive`: _dd_shelter, _dd_to_rock"
+    assert said in human
+
+
 def test_a_sub_action_that_replaces_a_built_in_or_a_helper_is_loaded_not_played_as_a_step():
     """Listing `stay_alive` or an earlier skill's helper (which may take more than `game`) rewrites that function;
     the test chain plays only the sub-actions that are steps, and the last one always."""
