@@ -197,6 +197,10 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
     context: CriticFacts = {
         "subtask": subtask, "sub_action": {"name": judged["name"], "kind": judged["kind"]},
         "result": {k: v for k, v in kept.items() if k not in HIDDEN_FROM_CRITIC},
+        # the rewrite's own figures where the round counts with the helpers from before it: the code and report
+        # shown are the rewrite's, and an answerer read the two sets of figures as one run
+        "rewrite_result": ({k: result.get(k) for k in ("successes", "episodes", "started", "started_successes")}
+                           if kept is not result else None),
         "code": last.get("code") if judged["kind"] == "code" else None,
         "report": last.get("report") if judged["kind"] == "code" else None,
         "fast_error": fast_error, "target": settings.target_success,

@@ -217,6 +217,9 @@ class CriticFacts(TypedDict):
     subtask: str
     sub_action: JudgedAction
     result: dict[str, Any]               # the measured result, its artefacts left out (nodes.critic)
+    # the round's own figures (with its rewrite of a chain helper) where `result` is that code with the helpers
+    # from before the rewrite: what the code and report shown measured
+    rewrite_result: NotRequired[dict[str, Any] | None]
     code: str | None                     # a code attempt: its code and test report
     report: str | None
     fast_error: str | None               # why no answer of the fast agent could be used

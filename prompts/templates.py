@@ -491,7 +491,8 @@ def _render_critic(c: CriticFacts) -> str:
     return "".join([
         _section("Subtask", _subtask_line(c["subtask"])),
         _section("Sub-action judged", f"{action.get('name')} ({action.get('kind')})"),
-        _section("Measured", _measured_text(c.get("result") or {}, str(action.get("name")), room.result_chars)),
+        _section("Measured", _measured_text(c.get("result") or {}, str(action.get("name")), room.result_chars,
+                                            c.get("rewrite_result"))),
         _section("Where it stands", "\n".join(f for f in facts if f)),
         _section("The judged code", code and f"```python\n{clip(code.rstrip(), room.critic_code_chars)}\n```"),
         _section("The test report the fast agent saw", report and clip(report.rstrip(), room.shown_report_chars)),
@@ -500,16 +501,23 @@ def _render_critic(c: CriticFacts) -> str:
     ]) + "Answer with the Critique."
 
 
-def _measured_text(result: Mapping[str, Any], action: str, limit: int = COMPACT.result_chars) -> str:
+def _measured_text(result: Mapping[str, Any], action: str, limit: int = COMPACT.result_chars,
+                   rewrite: Mapping[str, Any] | None = None) -> str:
     """The measured result, led by its two rates in words where a test replayed earlier skills first (an
     answerer read 'successes 6; success_rate 0.75' as the count the pass rule judged: 6 of 7 that reached it),
-    and by which chain helpers played where they are not the code's own."""
+    and by which chain helpers played where they are not the code's own (with the rewrite's own figures,
+    `rewrite`, which the code and report below measured)."""
     fields = _pairs({k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()})
     note = ""
-    if result.get("helpers"):  # two answerers read this beside the rewrite's own report as one measurement
+    if result.get("helpers"):  # three answerers read this beside the rewrite's own report as one measurement
         which = ", ".join(f"`{name}` ({whose})" for name, whose in result["helpers"].items())
-        note = (f"These runs played the earlier {which} in place of the rewrite (the rewrite ranked lower on the "
-                "same seeds): the code and report below are the rewrite's.")
+        own = ""
+        if rewrite and rewrite.get("episodes"):
+            own = f" ({rewrite.get('successes')} of {rewrite.get('episodes')} succeeded with the rewrite"
+            own += (f", {rewrite.get('started_successes')} of the {rewrite.get('started')} that reached the action)"
+                    if rewrite.get("started") is not None and result.get("prerequisites") else ")")
+        note = (f"These figures are the runs that played the earlier {which} in place of the rewrite (the rewrite "
+                f"ranked lower on the same seeds): the code and report below are the rewrite's{own}.")
     runs, started = result.get("episodes"), result.get("started")
     if result.get("kind") != "code" or not result.get("prerequisites") or not runs or started is None:
         return (note + "\n" if note else "") + clip(fields, limit)

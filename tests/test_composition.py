@@ -799,13 +799,15 @@ def test_the_critic_judges_the_attempt_the_round_stands_for(tmp_path):
 
     command = critic(state, Runtime())
     assert seen["meets_target"] and seen["judged_count"] == (8, 8) and seen["result"]["success_rate"] == 1.0
-    # the prompt says whose stay_alive these runs played: the report it shows is the rewrite's own
-    assert ("## Measured\nThese runs played the earlier `stay_alive` (the built-in) in place of the rewrite (the "
-            "rewrite ranked lower on the same seeds): the code and report below are the rewrite's.\n") in seen["prompt"]
+    # the prompt says whose stay_alive these runs played: the report it shows is the rewrite's own, whose figures
+    # it gives too (an answerer read the built-in's 2 of 8 beside its rewrite's 3 of 8 report as one run)
+    assert ("## Measured\nThese figures are the runs that played the earlier `stay_alive` (the built-in) in place "
+            "of the rewrite (the rewrite ranked lower on the same seeds): the code and report below are the "
+            "rewrite's (2 of 8 succeeded with the rewrite).\n") in seen["prompt"]
     from prompts.templates import _measured_text
     chained = _measured_text({**before, "kind": "code", "prerequisites": ["collect_wood"], "started": 6,
                               "started_successes": 5}, "collect_coal")
     assert chained.startswith("In words: 8 of 8 test runs succeeded from a fresh world") and (
-        "the skill threshold judge). These runs played the earlier `stay_alive` (the built-in)") in chained
+        "the skill threshold judge). These figures are the runs that played the earlier `stay_alive`") in chained
     assert command.update["critiques"][0]["verdict"] == "pass"
     assert command.update["skills"]["collect_coal"]["sources"] == before["sources"]  # without the rewrite
