@@ -184,7 +184,7 @@ def _load_chain(plan: Sequence[Mapping[str, Any]], skills: Mapping[str, SkillLik
         if not score:
             tested_last = next((k for k in range(len(names) - 1, i, -1)
                                 if loaded[k].kind == "code" and loaded[k].passing
-                                and name in needed_before(names[k], names[:k])), i)
+                                and name in needed_before(names[k], names[:k], whole_chain=k == len(names) - 1)), i)
         earlier = [n for n in played[:place] if n in prerequisites(name)] if score else names[:i]
         try:
             chain.append(_ChainStep(name, skill, seed, earlier=earlier, pool=pools[tested_last],

@@ -35,6 +35,26 @@ def test_a_subtask_replays_only_the_solved_skills_it_depends_on():
     assert pickaxe == IRON_PICKAXE_PLAN[:-1]  # it needs every earlier subtask
 
 
+def test_the_plans_last_subtask_replays_every_earlier_skill_as_held_out_play_chains_them():
+    """Held-out play is the plan's chain: an answerer's plan put a sword before defeat_skeleton, which needs
+    nothing by recipe, so its tests started in a fresh world without the sword its held-out play had."""
+    plan_names = ["collect_wood", "place_table", "make_wood_pickaxe", "collect_stone", "make_stone_sword",
+                  "defeat_skeleton"]
+    plan = [{"name": n, "goal": "g", "success_condition": "c"} for n in plan_names]
+    skills = {n: {"kind": "code", "entry": n, "sources": [f"def {n}(game):\n    yield 'noop'\n"]}
+              for n in plan_names[:-1]}
+    last = {"plan": plan, "subtask_index": len(plan) - 1, "skills": skills, "task": "defeat_skeleton"}
+    assert [p["subtask"] for p in prior_sources(last)] == plan_names[:-1]
+    # not the last: only what the recipe needs (the sword needs the table, its pickaxe's wood and stone)
+    sword = {**last, "subtask_index": 4}
+    assert [p["subtask"] for p in prior_sources(sword)] == ["collect_wood", "place_table", "make_wood_pickaxe",
+                                                            "collect_stone"]
+    # a score plan passes over a step that fails: its last subtask replays only its own needs
+    assert prior_sources({**last, "task": "crafter_score"}) == []
+    # the same rule without a task (a plan built by hand) keeps the recipe's needs
+    assert prior_sources({**last, "task": None}) == []
+
+
 def test_subtasks_outside_the_recipe_data_keep_every_earlier_skill():
     assert needed_before("not_a_crafter_task", ["collect_wood", "collect_iron"]) == ["collect_wood", "collect_iron"]
     assert needed_before("collect_stone", ["my_own_step", "collect_iron"]) == ["my_own_step"]

@@ -7,7 +7,7 @@ subtask. A coded skill runs its `entry` function from `sources`; a learned one r
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,18 +40,29 @@ def reuse_skill(settings: RunSettings, subtask: str) -> SkillRecord | None:
     return skill.model_copy(update={"task": subtask, "env_steps": 0, "reused": True, "passing": True}).to_state()
 
 
-def needed_before(subtask: str | None, earlier: list[str]) -> list[str]:
+def needed_before(subtask: str | None, earlier: list[str], whole_chain: bool = False) -> list[str]:
     """The earlier subtasks that `subtask` depends on, in plan order.
 
     A subtask's code test and its RL prefix replay only what it needs: a furnace needs no iron, and
     replaying collect_iron first would charge iron's failures to the furnace's code. Subtasks outside
-    Crafter's recipe data (an LLM's own names) give no dependency facts, so all of them are kept.
+    Crafter's recipe data (an LLM's own names) give no dependency facts, so all of them are kept. So are all
+    of them for the plan's last subtask of a one-achievement task (`whole_chain`, `replays_the_chain`):
+    held-out play is that chain, and what a planner put before it is there for it (an answerer's sword
+    before defeat_skeleton, which needs nothing by recipe, was left out of every test of it).
     """
     known = TASKS.get(subtask) if subtask else None
-    if known is None or known.achievement is None:
+    if whole_chain or known is None or known.achievement is None:
         return list(earlier)
     closure = set(backward_chain(known.name))
     return [name for name in earlier if name in closure or name not in TASKS]
+
+
+def replays_the_chain(plan: Sequence[Mapping[str, Any]], index: int, task: str | None) -> bool:
+    """Whether the plan's subtask at `index` is the last of a one-achievement task's plan, whose tests replay every
+    earlier skill as held-out play chains them (`needed_before`); a score plan passes over a step that fails, so
+    no subtask of it stands for the whole."""
+    known = TASKS.get(task) if task else None
+    return bool(plan) and index == len(plan) - 1 and known is not None and not known.is_score
 
 
 def prior_sources(state: Mapping[str, Any]) -> list[dict]:
@@ -62,7 +73,7 @@ def prior_sources(state: Mapping[str, Any]) -> list[dict]:
     index = state.get("subtask_index", 0)
     current = plan[index]["name"] if index < len(plan) else None
     earlier = [sub["name"] for sub in plan[:index]]
-    needed = set(needed_before(current, earlier))
+    needed = set(needed_before(current, earlier, replays_the_chain(plan, index, state.get("task"))))
     for sub in plan[:index]:
         record = (state.get("skills") or {}).get(sub["name"])
         if record is None or sub["name"] not in needed:
