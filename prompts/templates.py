@@ -307,6 +307,9 @@ def _last_attempt(last: Mapping[str, Any] | None, mode: str, room: PromptRoom = 
             ask = ("Every run that reached your action succeeded: the others ended in the chain before it. Only a "
                    "`stay_alive` you write changes those; a program with no piece and no max_steps changed goes to "
                    "the critic untested.")
+        elif result.get("episodes") and result.get("successes") == result.get("episodes"):
+            # an answerer whose 8 of 8 the critic sent back was asked for "the cause of the failure"
+            ask = f"Every test run succeeded: the critic's feedback says what to change in {fix}."
         else:
             ask = f"Find the cause of the failure in the report and fix it in {fix}."
         body += f"Report:\n{clip(str(last['report']).rstrip(), room.shown_report_chars)}\n{ask}"
