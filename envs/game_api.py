@@ -635,8 +635,8 @@ class GameAPI:
                         continue
                     item = "stone" if self.has("stone") else "table"
                     if not self.can_place(item):
-                        self._refusal = ("shelter: no stone, nor the wood for a table "
-                                         f"({_items(self.requirements('table'))}), to close the entrance")
+                        self._refusal = ("shelter: no stone, nor the wood for a table (a table takes "
+                                         f"{_items(self.requirements('table'))}), to close the entrance")
                         return
                     yield f"place_{item}"
                     continue
@@ -794,8 +794,9 @@ class GameAPI:
                 else:
                     return entrance, (dx, dy)
         if no_seal is not None:
-            return (f"shelter: no stone, nor the wood for a table ({_items(self.requirements('table'))}), to close "
-                    f"the entrance of the pocket at {_xy(no_seal)}")
+            table = _items(self.requirements("table"))
+            return (f"shelter: no stone, nor the wood for a table (a table takes {table}), to close the entrance of "
+                    f"the pocket at {_xy(no_seal)}")
         if no_way_out is not None:
             return (f"shelter: the pocket at {_xy(no_way_out)} has no stone wall to mine the way out again, "
                     "and no stone is held to seal it with")

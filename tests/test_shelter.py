@@ -252,7 +252,8 @@ def test_shelter_says_why_it_did_not_start():
     assert refusal_of(_World(POCKET, stone=1)) == (
         "shelter: needs a wood pickaxe (to dig the pocket, and to mine the way out again)")
     assert refusal_of(_World(POCKET, wood_pickaxe=1, wood=1)) == (
-        "shelter: no stone, nor the wood for a table (wood 2), to close the entrance of the pocket at (0, 0)")
+        "shelter: no stone, nor the wood for a table (a table takes wood 2), to close the entrance of the pocket "
+        "at (0, 0)")
     assert refusal_of(_World(FIELD, wood_pickaxe=1, stone=1), max_steps=30) == (
         "shelter: no pocket site remembered within 30 steps of walking (two free or stone tiles in a row, walled "
         "in by solid tiles already seen)")
@@ -320,7 +321,7 @@ def test_shelter_says_why_the_entrance_stayed_open():
 
     assert _play(_World(POCKET, wood_pickaxe=1, wood=2), _shelter, before=lose_wood)[:2] == (
         ["move_right", "move_right", "move_left"],
-        "shelter: no stone, nor the wood for a table (wood 2), to close the entrance")
+        "shelter: no stone, nor the wood for a table (a table takes wood 2), to close the entrance")
 
     # a zombie in the doorway as the player turns to seal it: hit until it dies, or until the pocket's budget ends
     actions, refusal, game = _play(_World(POCKET, wood_pickaxe=1, stone=1), _shelter,
