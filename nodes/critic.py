@@ -275,7 +275,8 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
         return exit_to("slow", {
             **update, "feedback": c, "forced_rl": None, "inner_iter": 0,
             "previous_attempt": {"sub_action": judged["name"], "code": last.get("code"), "report": last.get("report"),
-                                 "outer_iter": outer} if judged["kind"] == "code" and last.get("code") else None,
+                                 "result": last.get("result"), "outer_iter": outer}
+            if judged["kind"] == "code" and last.get("code") else None,
             "outer_iter": outer + 1,
             "total_outer_iters": int(state.get("total_outer_iters", 0)) + 1})
     chosen = best[subtask]

@@ -147,7 +147,7 @@ def score_play_order(names: Sequence[str], met: Sequence[bool], rates: Sequence[
 
 def _load_chain(plan: Sequence[Mapping[str, Any]], skills: Mapping[str, SkillLike], seed: int,
                 score: bool = False, target: float = DEFAULT_TARGET,
-                unloaded: list[str] | None = None) -> list[_ChainStep]:
+                unloaded: list[str] | None = None, whole_chain: bool = False) -> list[_ChainStep]:
     """The skills in plan order, each coded one played with the library as the latest code test that played it
     had it (nodes.skills.pool.pool_of: a later definition replaces an earlier one). That is its own test, or
     the test of a later passing coded skill that replayed it first (nodes.skills.records.needed_before): a
@@ -158,7 +158,9 @@ def _load_chain(plan: Sequence[Mapping[str, Any]], skills: Mapping[str, SkillLik
     achievements are not needed for it, and one that failed would hold it up; each plays with the library
     as it stood at its own place in the plan, and the skills that did not meet the `target` play last
     (`score_play_order`). A score plan's skill that does not load is left out, said in `unloaded`: the plan's
-    other achievements do not need it; a chain's stops the load (ValueError)."""
+    other achievements do not need it; a chain's stops the load (ValueError). `whole_chain`: `plan` is the run's
+    whole plan (not cut at a subtask without a skill), so its last skill's tests, made in this run, replayed
+    every earlier skill (nodes.skills.records.replays_the_chain)."""
     names = [sub["name"] for sub in plan]
     loaded = [Skill.model_validate(skills[name]) for name in names]
     records = [s.to_state() for s in loaded]
@@ -182,9 +184,10 @@ def _load_chain(plan: Sequence[Mapping[str, Any]], skills: Mapping[str, SkillLik
         name, skill = names[i], loaded[i]
         tested_last = i
         if not score:
-            tested_last = next((k for k in range(len(names) - 1, i, -1)
-                                if loaded[k].kind == "code" and loaded[k].passing
-                                and name in needed_before(names[k], names[:k], whole_chain=k == len(names) - 1)), i)
+            last = len(names) - 1
+            tested_last = next((k for k in range(last, i, -1)
+                                if loaded[k].kind == "code" and loaded[k].passing and name in needed_before(
+                                    names[k], names[:k], whole_chain and k == last and not loaded[k].reused)), i)
         earlier = [n for n in played[:place] if n in prerequisites(name)] if score else names[:i]
         try:
             chain.append(_ChainStep(name, skill, seed, earlier=earlier, pool=pools[tested_last],
@@ -301,7 +304,8 @@ def evaluate_chain(task: str, plan: Sequence[Mapping[str, Any]], skills: Mapping
         return {"ran": False, "reason": f"no skill for {', '.join(missing)}: nothing to play",
                 "episodes": 0, "success_rate": None, "steps": 0}
     unloaded: list[str] = []
-    chain = _load_chain(playable, skills, seed, score=score, target=target, unloaded=unloaded)
+    chain = _load_chain(playable, skills, seed, score=score, target=target, unloaded=unloaded,
+                        whole_chain=not score and len(playable) == len(plan))
     if not chain:
         return {"ran": False, "reason": "no skill of the plan loads: " + "; ".join(unloaded)[:500],
                 "episodes": 0, "success_rate": None, "steps": 0}

@@ -152,7 +152,8 @@ def test_max_steps(settings: RunSettings, subtask: str) -> int:
 
 class SubtaskCode:
     """The coded actions the current sub-action may use: every skill solved so far (nodes.skills.pool.pool_of),
-    then this decomposition's code; the earlier skills it depends on are the prefix a code test replays."""
+    then this decomposition's code; the earlier skills a code test replays first are the prefix
+    (nodes.skills.records.prior_sources: what the subtask needs, or the whole chain for the plan's last)."""
 
     def __init__(self, state: Mapping[str, Any], settings: RunSettings):
         self.subtask = state["plan"][state["subtask_index"]]["name"]
@@ -542,7 +543,7 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCo
                 if a["name"] not in pending and a["name"] in lib.versions]
         if pending == [sub_action["name"]] and kept:
             context["kept_pieces"] = kept
-    unloaded = dropped_code(state, lib, decomposition)
+    unloaded = dropped_code(state, lib, decomposition) if mode == "code" else {}
     if unloaded:
         context["unloaded"] = unloaded
     best = _best_attempt_shown(state, subtask) if room != COMPACT.name and mode == "code" else None
@@ -579,10 +580,11 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCo
             context["rl"]["total_steps_set_by_the_graph"] = (
                 f"{max(MIN_TRAIN_STEPS, left)}: the plan gave up, so the graph learns the task itself with the whole "
                 "budget left, whatever total_steps you answer")
-            if fallback_reward(subtask):
+            reward = fallback_reward(subtask)
+            if reward:
                 context["rl"]["reward_set_by_the_graph"] = (
-                    f"{fallback_reward(subtask)}: the task needs nothing unlocked before it, so the policy is paid "
-                    "for the task itself, whatever reward you answer")
+                    f"{reward}: the task needs nothing unlocked before it, so the policy is paid for the task "
+                    "itself, whatever reward you answer")
         tested = [f"{t['sub_action']}: {t.get('successes')} of {t.get('episodes')} test episodes succeeded\n"
                   f"{t['report']}" for t in state.get("code_tested") or []]
         if tested:
@@ -627,23 +629,22 @@ def dropped_code(state: Mapping[str, Any], lib: SubtaskCode, decomposition: Deco
     """Sub-action of this subtask that the slow agent's decomposition no longer has -> the functions its code
     defined that nothing loads now. Code belongs to its sub-action, so it leaves with it: an answerer whose
     other code still called a dropped sub-action's helpers found them gone from the listing without a word."""
-    kept = {a["name"] for a in coded(decomposition["sub_actions"])} | set(lib.hinted(decomposition))
-    latest: dict[str, str] = {}
+    # a sub-action still planned, coded or learned (its code then a head entry), has not been dropped
+    kept = {a["name"] for a in decomposition["sub_actions"]} | set(lib.hinted(decomposition))
+    defined: dict[str, dict[str, None]] = {}  # every version's names: a revision keeps what it does not resend
     for version in state.get("code_versions", []):
         if version["subtask"] == lib.subtask and version["sub_action"] not in kept:
-            latest[version["sub_action"]] = version["source"]
+            defined.setdefault(version["sub_action"], {}).update(dict.fromkeys(function_names(version["source"])))
     loaded = set(lib.pool.functions())
-    out = {sub: gone for sub, source in latest.items()
-           if (gone := [name for name in function_names(source) if name not in loaded])}
-    return out
+    return {sub: gone for sub, names in defined.items() if (gone := [name for name in names if name not in loaded])}
 
 
 def fallback_reward(subtask: str) -> str | None:
     """The reward of the planner's fallback training (fallback_training) where the graph sets it: 'task' for a
     task that needs nothing unlocked before it. A SmolLM2 fallback on "harvest log" answered 'crafter', whose
     health terms drown the one achievement: 46% held-out against 74% and 70% with the task reward, same steps
-    and seeds 1 and 2 (rl.training.train, 97,000 steps). With prerequisites to reach first the model's choice
-    stands (the prompt calls 'crafter' the denser signal there)."""
+    and seeds 1 and 2 (rl.training.train, 97,000 steps; measured on collect_wood only). With prerequisites to
+    reach first the model's choice stands (the prompt calls 'crafter' the denser signal there)."""
     task = TASKS.get(subtask)
     return "task" if task is not None and task.achievement and not task.prerequisites else None
 

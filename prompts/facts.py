@@ -99,6 +99,7 @@ class PreviousAttempt(TypedDict):
     code: str | None
     outer_iter: int
     report: NotRequired[str | None]     # the critic sent it back with this report
+    result: NotRequired[AttemptResult | None]  # what that report measured
     replanned: NotRequired[bool]         # written for a plan the slow agent has changed since
 
 

@@ -262,6 +262,8 @@ def _unloaded(unloaded: Mapping[str, Sequence[str]] | None) -> str | None:
         return None
     lines = [f"- `{sub}`: {', '.join(names[:12])}" + (f" and {len(names) - 12} more" if len(names) > 12 else "")
              for sub, names in list(unloaded.items())[:6]]
+    if len(unloaded) > 6:
+        lines.append(f"- and {len(unloaded) - 6} more dropped sub-actions")
     return "\n".join([*lines, "Nothing loads these now; send again in your code any of them it still calls."])
 
 
@@ -307,7 +309,7 @@ def _last_attempt(last: Mapping[str, Any] | None, mode: str, room: PromptRoom = 
             ask = ("Every run that reached your action succeeded: the others ended in the chain before it. Only a "
                    "`stay_alive` you write changes those; a program with no piece and no max_steps changed goes to "
                    "the critic untested.")
-        elif result.get("episodes") and result.get("successes") == result.get("episodes"):
+        elif result.get("episodes") and float(result.get("success_rate") or 0.0) >= 1.0:
             # an answerer whose 8 of 8 the critic sent back was asked for "the cause of the failure"
             ask = f"Every test run succeeded: the critic's feedback says what to change in {fix}."
         else:

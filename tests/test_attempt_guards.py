@@ -194,6 +194,16 @@ def test_the_helpers_of_a_sub_action_the_decomposition_dropped_are_said_to_be_un
     human = messages_for("fast", context)[-1].content
     said = "## Unloaded: code of sub-actions the decomposition dropped\n- `stay_alive`: _dd_shelter, _dd_to_rock"
     assert said in human
+    # a helper sent only in an earlier version of the dropped sub-action left with it too
+    first = {"subtask": "collect_iron", "sub_action": "stay_alive", "version": 0, "outer_iter": 0,
+             "source": "def _dd_water(game):\n    yield 'noop'\n"}
+    state["code_versions"] = [first, *state["code_versions"]]
+    assert dropped_code(state, SubtaskCode(state, settings), state["decomposition"]) == {
+        "stay_alive": ["_dd_water", "_dd_shelter", "_dd_to_rock"]}
+    # a sub-action moved from code to rl under its name is still planned: its code is no dropped code
+    learned = {**state, "decomposition": {**state["decomposition"], "sub_actions": [
+        {**survive, "kind": "rl"}, mine]}}
+    assert dropped_code(learned, SubtaskCode(learned, settings), learned["decomposition"]) == {}
 
 
 def test_a_sub_action_that_replaces_a_built_in_or_a_helper_is_loaded_not_played_as_a_step():

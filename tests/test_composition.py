@@ -93,9 +93,16 @@ def test_held_out_play_plays_an_unneeded_earlier_skill_with_the_last_skills_help
     recipe or not: held-out play then plays each with the library those tests had, the last skill's helper."""
     plan = ["collect_sapling", "defeat_zombie"]  # defeat_zombie needs nothing by recipe
     skills = {name: _skill(k, name, None) for k, name in enumerate(plan)}
-    chain = _load_chain([{"name": n} for n in plan], skills, seed=0)
+    chain = _load_chain([{"name": n} for n in plan], skills, seed=0, whole_chain=True)
     try:
         assert ["helper of skill 1" in step.source for step in chain] == [True, True]
+    finally:
+        for step in chain:
+            step.close()
+    # a plan cut at a subtask with no skill: its last skill's tests replayed only what its recipe needs
+    chain = _load_chain([{"name": n} for n in plan], skills, seed=0)
+    try:
+        assert ["helper of skill 1" in step.source for step in chain] == [False, True]
     finally:
         for step in chain:
             step.close()
@@ -824,3 +831,25 @@ def test_the_critic_judges_the_attempt_the_round_stands_for(tmp_path):
         "the skill threshold judge). These figures are the runs that played the earlier `stay_alive`") in chained
     assert command.update["critiques"][0]["verdict"] == "pass"
     assert command.update["skills"]["collect_coal"]["sources"] == before["sources"]  # without the rewrite
+
+    # a round the critic sends back carries what it measured into the next outer iteration, so the repair
+    # prompt can tell an 8 of 8 sent back from a failure
+    from nodes.schemas import Critique
+    from prompts.templates import _last_attempt
+
+    class SendsBack(ExpertModel):
+        def structured(self, role, messages, schema, context=None):
+            if role == "critic":
+                return Critique(sub_action="collect_coal", verdict="revise", success_rate=1.0, feedback="shorter")
+            return super().structured(role, messages, schema, context)
+
+    class Later:
+        context = RunContext(settings=RunSettings(out_dir=tmp_path, task="collect_coal"), model=SendsBack())
+
+    measured = {"success_rate": 1.0, "episodes": 8, "started": 8}
+    command = critic({**state, "budget_steps": 10_000, "env_steps_spent": 0,
+                      "last_attempt": {**state["last_attempt"], "result": measured}}, Later())
+    previous = command.update["previous_attempt"]
+    assert previous is not None, (command.goto, command.update.get("critiques"), command.update.get("events"))
+    assert previous["result"] == measured
+    assert "Every test run succeeded: the critic's feedback says" in _last_attempt(previous, "code")[1]

@@ -53,6 +53,12 @@ def test_the_plans_last_subtask_replays_every_earlier_skill_as_held_out_play_cha
     assert prior_sources({**last, "task": "crafter_score"}) == []
     # the same rule without a task (a plan built by hand) keeps the recipe's needs
     assert prior_sources({**last, "task": None}) == []
+    # beyond the recipe, a learned skill with no coded action of its name cannot be replayed: it is left out
+    # rather than counted as an achievement every run must pass through first
+    policy = {"kind": "rl", "entry": None, "sources": [], "policy_path": "p.pt"}
+    with_policy = {**last, "skills": {**skills, "make_stone_sword": policy}}
+    assert [p["subtask"] for p in prior_sources(with_policy)] == plan_names[:4]
+    assert prerequisite_achievements(with_policy) == plan_names[:4]
 
 
 def test_subtasks_outside_the_recipe_data_keep_every_earlier_skill():

@@ -480,12 +480,13 @@ def test_a_repair_prompt_does_not_ask_to_fix_code_that_no_run_reached():
     _, body = _last_attempt(all_won, "code")
     assert "Every run that reached your action succeeded: the others ended in the chain before it." in body
     assert "fix it in" not in body
-    _, body = _last_attempt({**all_won, "result": {**all_won["result"], "started": 8}}, "code")
-    assert "fix it in the code" in body  # every run reached it and won: nothing of the chain to say
-    # 8 of 8 sent back by the critic: no failure to look for (an answerer was asked for "the cause of the failure")
-    _, body = _last_attempt({**last, "result": {"successes": 8, "episodes": 8}}, "code")
-    assert "Every test run succeeded: the critic's feedback says what to change in the code" in body
-    assert "cause of the failure" not in body
+    # every run reached it and won, 8 of 8 sent back by the critic: no failure to look for and nothing of the
+    # chain to say (an answerer was asked for "the cause of the failure"); the result as nodes.measure keeps it
+    every = {**all_won, "result": {**all_won["result"], "started": 8, "success_rate": 1.0}}
+    for sent_back in (every, {**last, "result": {"success_rate": 1.0, "episodes": 8}}):
+        _, body = _last_attempt(sent_back, "code")
+        assert "Every test run succeeded: the critic's feedback says what to change in the code" in body
+        assert "cause of the failure" not in body and "before it" not in body
 
 
 def test_the_critic_hears_that_versions_were_compared_on_the_same_seeds():

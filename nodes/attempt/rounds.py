@@ -25,7 +25,7 @@ from nodes.attempt.results import (
 )
 from nodes.entries import CodeVersion, DecompositionEntry, MeasuredResult, SubActionEntry, coded, learned
 from nodes.skills.pool import definitions, function_names, without_definitions
-from nodes.skills.records import prerequisite_achievements, prior_sources, replaced_names
+from nodes.skills.records import prerequisite_achievements, prior_sources, replaced_names, replays_the_chain
 from prompts.fewshot import REWRITE_MARGIN
 
 
@@ -134,11 +134,10 @@ def recorded_result(state: Mapping[str, Any]) -> MeasuredResult | None:
 
 def ends_the_chain(state: Mapping[str, Any], task: str) -> bool:
     """Whether the current subtask's code tests replay the chain held-out play runs, earlier skills first: the
-    last subtask of the plan of a one-achievement task, after at least one solved skill it depends on
+    last subtask of the plan of a one-achievement task, after at least one solved skill its tests replay
     (nodes.attempt.results.round_passes; without one, every run reaches the action and the rule is moot).
     A score plan passes over a step that fails, so no subtask of it stands for the whole."""
-    plan = state.get("plan") or []
-    return (not get_task(task).is_score and bool(plan) and int(state.get("subtask_index", 0)) == len(plan) - 1
+    return (replays_the_chain(state.get("plan") or [], int(state.get("subtask_index", 0)), get_task(task).name)
             and bool(prior_sources(state)))
 
 

@@ -73,6 +73,7 @@ def prior_sources(state: Mapping[str, Any]) -> list[dict]:
     index = state.get("subtask_index", 0)
     current = plan[index]["name"] if index < len(plan) else None
     earlier = [sub["name"] for sub in plan[:index]]
+    by_recipe = set(needed_before(current, earlier))
     needed = set(needed_before(current, earlier, replays_the_chain(plan, index, state.get("task"))))
     for sub in plan[:index]:
         record = (state.get("skills") or {}).get(sub["name"])
@@ -83,6 +84,10 @@ def prior_sources(state: Mapping[str, Any]) -> list[dict]:
         if skill.kind == "rl":  # the learned skill's own coded action, if it has one named after the subtask
             names = [name for src in skill.sources for name in function_names(src)]
             entry = sub["name"] if sub["name"] in names else None
+        if entry is None and sub["name"] not in by_recipe:
+            # beyond the recipe, a skill a test cannot replay would only count its achievement as one the
+            # runs must pass through first (prerequisite_achievements)
+            continue
         out.append({"subtask": sub["name"], "kind": skill.kind, "main": entry, "sources": skill.sources})
     return out
 
