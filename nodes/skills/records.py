@@ -66,8 +66,9 @@ def replays_the_chain(plan: Sequence[Mapping[str, Any]], index: int, task: str |
 
 
 def prior_sources(state: Mapping[str, Any]) -> list[dict]:
-    """Coded sources of the skills solved before the current subtask that it depends on (`needed_before`),
-    in plan order, for the fast agent."""
+    """Coded sources of the skills solved before the current subtask that its tests replay first, in plan order,
+    for the fast agent: those it depends on (`needed_before`), or every earlier one a test can play for the plan's
+    last subtask (`replays_the_chain`)."""
     out = []
     plan = state.get("plan", [])
     index = state.get("subtask_index", 0)
