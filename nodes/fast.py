@@ -792,7 +792,8 @@ def configure_rl_calls(state: Mapping[str, Any], settings: RunSettings, lib: Sub
     subtask = lib.subtask
     update: dict[str, Any] = {}
     asked = int(args["total_steps"])
-    least = rl["max_train_steps"] if fallback_training(state, subtask) else MIN_TRAIN_STEPS
+    fallback = fallback_training(state, subtask)
+    least = rl["max_train_steps"] if fallback else MIN_TRAIN_STEPS
     total_steps = train_steps_within(asked, rl["max_train_steps"], least)
     if total_steps != asked:  # the graph, not the model, holds the budget
         update["events"] = [{"type": "budget_fit", "subtask": subtask,
@@ -800,7 +801,7 @@ def configure_rl_calls(state: Mapping[str, Any], settings: RunSettings, lib: Sub
     names = list(args.get("coded_actions") or [])
     moved = bool(lib.code_results)
     asked_reward = str(args.get("reward", "task"))
-    reward = (fallback_reward(subtask) if fallback_training(state, subtask) else None) or asked_reward
+    reward = (fallback_reward(subtask) if fallback else None) or asked_reward
     if reward != asked_reward:  # said before the answer (reward_set_by_the_graph)
         update["events"] = [*update.get("events", []), {"type": "fallback_reward", "subtask": subtask,
                                                         "asked": asked_reward, "reward": reward}]
@@ -809,7 +810,7 @@ def configure_rl_calls(state: Mapping[str, Any], settings: RunSettings, lib: Sub
               "ppo": {**ppo_defaults(settings, moved_from_code=moved), "total_steps": total_steps}}
     version = sum(1 for c in state.get("rl_configs", []) if c["subtask"] == subtask) + 1
     best = lib.best_code
-    if best is not None and not fallback_training(state, subtask):
+    if best is not None and not fallback:
         head = lib.head_order(names)
         favoured = next((n for n in (lib.play_name(), lib.moved_code) if n in head), None)
         if favoured is not None:

@@ -75,7 +75,7 @@ def prior_sources(state: Mapping[str, Any]) -> list[dict]:
     current = plan[index]["name"] if index < len(plan) else None
     earlier = [sub["name"] for sub in plan[:index]]
     by_recipe = set(needed_before(current, earlier))
-    needed = set(needed_before(current, earlier, replays_the_chain(plan, index, state.get("task"))))
+    needed = set(earlier) if replays_the_chain(plan, index, state.get("task")) else by_recipe
     for sub in plan[:index]:
         record = (state.get("skills") or {}).get(sub["name"])
         if record is None or sub["name"] not in needed:
