@@ -548,7 +548,8 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCo
         context["unloaded"] = unloaded
     best = _best_attempt_shown(state, subtask) if room != COMPACT.name and mode == "code" else None
     if best:
-        context["best_attempt"] = best
+        above: Mapping[str, Any] = context.get("last_attempt") or context.get("previous_attempt") or {}
+        context["best_attempt"] = _apart_from(best, str(above.get("code") or ""))
     used = _last_round_steps(state, subtask, sub_action["name"])
     if used is not None:  # what a round really cost, beside its worst case: most episodes end well before their limit
         context["limits"]["last_round_steps"] = used
@@ -668,6 +669,29 @@ def _best_attempt_shown(state: Mapping[str, Any], subtask: str) -> dict[str, Any
             "started_successes": best.get("started_successes"), "prerequisites": bool(best.get("prerequisites")),
             "outer_iter": best.get("outer_iter"), "inner_iter": best.get("inner_iter"),
             "helpers": best.get("helpers") or {}}
+
+
+def _apart_from(best: dict[str, Any], shown_above: str) -> dict[str, Any]:
+    """The best attempt without the definitions the prompt shows already, word for word, in the code above it
+    (`same_as_above` names them): an answerer's repair prompt carried 7,700 characters of one program twice, the
+    critic's round and the best one sharing ten of sixteen functions. Whole where either does not parse."""
+    own, above = definitions(best["code"]), definitions(shown_above)
+    same = [name for name, source in own.items() if above.get(name, "").strip() == source.strip()]
+    if not own or not same or _unparsed_rest(best["code"]):
+        return best
+    rest = [source.rstrip() for name, source in own.items() if name not in same]
+    return {**best, "code": "\n\n\n".join(rest), "same_as_above": same}
+
+
+def _unparsed_rest(program: str) -> bool:
+    """Whether a program holds a statement that binds no name (a bare call, a docstring), which `definitions`
+    leaves out: such a program is shown whole."""
+    binding = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Import | ast.ImportFrom | ast.Assign \
+        | ast.AnnAssign | ast.AugAssign
+    try:
+        return any(not isinstance(node, binding) for node in ast.parse(program).body)
+    except (SyntaxError, ValueError):
+        return True
 
 
 def _previous_attempt(state: Mapping[str, Any], mode: str, sub_action: SubActionEntry,

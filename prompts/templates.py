@@ -321,7 +321,8 @@ def _last_attempt(last: Mapping[str, Any] | None, mode: str, room: PromptRoom = 
 def _best_attempt(best: Mapping[str, Any] | None, room: PromptRoom) -> str:
     """The subtask's best code attempt so far, where a later round ranked lower: what `fail` keeps, and how to go
     back to it."""
-    if not best or not best.get("code"):
+    same = best.get("same_as_above") or [] if best else []
+    if not best or not (best.get("code") or same):
         return ""
     figures = f"{best.get('successes')} of {best.get('episodes')} runs succeeded"
     if best.get("prerequisites") and best.get("started") is not None:
@@ -331,10 +332,16 @@ def _best_attempt(best: Mapping[str, Any] | None, room: PromptRoom) -> str:
     title = (f"Your best attempt at this subtask so far (outer iteration {int(best.get('outer_iter') or 0) + 1}, "
              f"revision {best.get('inner_iter')}: {figures}{played})")
     # whole where the room allows two answers' worth: an answerer read it cut and could not send it back as it was
-    body = (f"```python\n{clip(str(best['code']).rstrip(), 2 * room.code_chars)}\n```\n"
-            "A `fail` verdict keeps this one unless a later round ranks higher. To go back to it, send its "
-            "definitions again: each replaces the later one of its name; what later answers added besides stays "
-            "loaded.")
+    code = f"```python\n{clip(str(best['code']).rstrip(), 2 * room.code_chars)}\n```\n" if best.get("code") else ""
+    if same:  # the rest is in the code above, word for word: an answerer's repair prompt carried one program twice
+        names = ", ".join(f"`{name}`" for name in same)
+        code = (f"Besides the definitions shown here, it holds {names}, word for word as in the code above (not "
+                "repeated).\n" + code if code else f"Every definition of it ({names}) is in the code above, word "
+                "for word (not repeated).\n")
+    body = (code + "A `fail` verdict keeps this one unless a later round ranks higher. To go back to it, send "
+            + ("the definitions shown here again (the ones named are loaded already)" if same else
+               "its definitions again") + ": each replaces the later one of its name; what later answers added "
+            "besides stays loaded.")
     return _section(title, body)
 
 

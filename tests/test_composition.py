@@ -853,3 +853,47 @@ def test_the_critic_judges_the_attempt_the_round_stands_for(tmp_path):
     assert previous is not None, (command.goto, command.update.get("critiques"), command.update.get("events"))
     assert previous["result"] == measured
     assert "Every test run succeeded: the critic's feedback says" in _last_attempt(previous, "code")[1]
+
+
+def test_the_best_attempt_leaves_out_what_the_code_above_shows_word_for_word(tmp_path):
+    """An answerer's repair prompt carried one program twice: the critic's round above and the best round below
+    shared ten of sixteen functions (7,700 characters). The best attempt shows only the definitions that differ
+    from the code above, and names the rest; a program with a statement that binds no name is shown whole."""
+    from nodes.fast import fast_context
+    from prompts.templates import messages_for
+
+    settings = RunSettings(out_dir=tmp_path, test_max_steps=100)
+    skills = {n: _skill(k, n, None) for k, n in enumerate(DIAMOND_CHAIN[:2])}
+    sub = {"name": "make_wood_pickaxe", "kind": "code", "template": "make"}
+    shared = "def walk(game):\n    \"\"\"a long shared helper\"\"\"\n    yield 'move_left'\n"
+    best_own = "def make_wood_pickaxe(game):\n    yield from walk(game)\n    yield 'make_wood_pickaxe'\n"
+    above_own = "def make_wood_pickaxe(game):\n    yield 'noop'\n"
+    best = {"kind": "code", "subtask": "make_wood_pickaxe", "success_rate": 0.625, "successes": 5, "episodes": 8,
+            "outer_iter": 0, "inner_iter": 1, "sources": [shared + "\n\n" + best_own]}
+    later = {**best, "success_rate": 0.25, "successes": 2, "inner_iter": 3}
+    state = dict(_state_at(2, skills), decomposition={"sub_actions": [sub]}, best={"make_wood_pickaxe": best},
+                 last_result=later, last_attempt={"code": shared + "\n\n" + above_own, "report": "seed 1: died"})
+
+    def shown(current: dict) -> tuple[dict, str]:
+        facts = fast_context(current, settings, SubtaskCode(current, settings), "code", sub, [], "roomy")
+        text = messages_for("fast", facts)[-1].content
+        return facts["best_attempt"], text.split("## Your best attempt", 1)[1]
+
+    facts, section = shown(state)
+    assert facts["same_as_above"] == ["walk"] and facts["code"].strip() == best_own.strip()
+    assert "a long shared helper" not in section and best_own.rstrip() in section
+    assert "it holds `walk`, word for word as in the code above (not repeated)" in section
+    assert "send the definitions shown here again (the ones named are loaded already)" in section
+    # nothing in common: whole, as before
+    facts, section = shown({**state, "last_attempt": {"code": above_own, "report": "seed 1: died"}})
+    assert "same_as_above" not in facts and "a long shared helper" in section
+    assert "send its definitions again" in section
+    # every definition above: said so, no empty code block
+    facts, section = shown({**state, "last_attempt": {"code": shared + "\n\n" + best_own, "report": "x"},
+                            "last_result": later})
+    assert "Every definition of it (`walk`, `make_wood_pickaxe`) is in the code above" in section
+    assert "```python" not in section
+    # a statement that binds no name: shown whole
+    odd = {**best, "sources": [shared + "\nprint('x')\n\n" + best_own]}
+    facts, section = shown({**state, "best": {"make_wood_pickaxe": odd}})
+    assert "same_as_above" not in facts and "a long shared helper" in section
