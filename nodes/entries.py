@@ -74,6 +74,9 @@ class MeasuredResult(TypedDict, total=False):
     # the same seeds with the chain's helpers before this subtask's rewrite (nodes.attempt.rounds.record_round):
     # a result of its own, with `ranks_above` and `helpers` (name -> whose version it played)
     helpers_before: dict[str, Any]
+    # the chain's helpers a round played in place of this subtask's rewrites, which the budget left no room to
+    # compare (nodes.fast._write_code): name -> whose version it played; `sources` hold no rewrite of them
+    helpers: dict[str, str]
     # -- a training (nodes.attempt.results.summarise_training) --
     curve_start: float | None          # first and last point of the learning curve
     curve_end: float | None

@@ -334,14 +334,14 @@ def compare_budget_short(state: Mapping[str, Any], subtask: str, judged: str, se
     return ""
 
 
-def helpers_not_compared_text(attempt: Mapping[str, Any] | None) -> str:
-    """A round that rewrote a chain helper but was not set against the one before it, as a report says it (the
-    slow agent's prompt says a rewrite is compared while the budget allows: an answerer asked whether it was)."""
-    skipped = (attempt or {}).get("helpers_not_compared")
+def helpers_not_played_text(attempt: Mapping[str, Any] | None) -> str:
+    """A round whose answer rewrote a chain helper that the budget left no room to set beside the one before it,
+    so that the one before played in its place (`_write_code`), as a report says it."""
+    skipped = (attempt or {}).get("helpers_not_played")
     if not skipped:
         return ""
-    return f"not played with the earlier {_helpers_named(skipped.get('helpers') or {})} in place of yours this " \
-           f"round: {skipped.get('why')}"
+    return (f"this round played the earlier {_helpers_named(skipped.get('helpers') or {})} in place of your rewrite, "
+            f"which plays only beside it on the same seeds: {skipped.get('why')}")
 
 
 def _helpers_named(helpers: Mapping[str, str]) -> str:
@@ -406,12 +406,20 @@ def report_text(state: Mapping[str, Any], settings: RunSettings, room: str = COM
                                        prerequisites=prerequisite_achievements(state),
                                        judged=judged_functions(state["decomposition"], replaced_names(state)),
                                        last_round=_round_before(state),
-                                       survival=survival_origin(SubtaskCode(state, settings).pool),
+                                       survival=survival_origin(_played_pool(state, settings)),
                                        compared=(helpers_before_text(state.get("last_result"))
-                                                 or helpers_not_compared_text(state.get("last_attempt"))))
+                                                 or helpers_not_played_text(state.get("last_attempt"))))
     program = next((c["args"].get("code", "") for c in last_tool_calls(messages) if c["name"] == CODE_TOOL), "")
     own = (state.get("last_attempt") or {}).get("code") or ""
     return relocate_lines(text, program, own) if program else text
+
+
+def _played_pool(state: Mapping[str, Any], settings: RunSettings) -> Pool:
+    """The pool the last round's tests played: this subtask's, with the earlier chain helpers back where its
+    rewrites did not play (helpers_not_played_text)."""
+    lib = SubtaskCode(state, settings)
+    skipped = ((state.get("last_attempt") or {}).get("helpers_not_played") or {}).get("helpers") or {}
+    return restored(lib.pool, skipped, lib.solved) if skipped else lib.pool
 
 
 def program_identity(program: str) -> str:
@@ -904,20 +912,24 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
     pool = lib.with_code(code)
     helpers: dict[str, str] = {}
     program_before = rewrite_key = ""
-    not_compared: dict[str, Any] = {}
+    not_played: dict[str, Any] = {}
     if defined:
         actions = [name for name in tested_actions(state["decomposition"], lib.replaced) if name in pool]
         program, action = test_program(pool, lib.prefix, actions or [target["name"]], max_steps)
         if not trains:  # the judged action's test: a rewrite of a chain helper is set against the one before
             helpers, before = chain_helpers_before(lib.solved, pool, actions or [target["name"]])
-            rewrite_key = helpers_compared_key(pool, helpers)  # the rewrites this round plays, compared or not
+            rewrite_key = helpers_compared_key(pool, helpers)  # the rewrites this round plays, compared now or before
             judged = judged_sub_action(state["decomposition"])["name"]
-            # once per version of the rewrites, where it changes what plays, and only while the budget allows
+            # once per version of the rewrites, where it changes what plays; the one before alone without the budget
             if helpers and not already_compared(state, lib.subtask, rewrite_key):
                 candidate = test_program(before, lib.prefix, actions or [target["name"]], max_steps)[0]
                 why = compare_budget_short(state, lib.subtask, judged, len(seeds), max_steps)
-                if candidate != program:  # else a lone action that calls none of them
-                    program_before, not_compared = ("", {"helpers": helpers, "why": why}) if why else (candidate, {})
+                if candidate != program and why:  # no room for both: the one before plays, as after a loss. A
+                    # rewrite taken on its own figures where the comparison did not fit was a loophole: an answerer
+                    # set its `max_steps` above the cap the prompt gave, to have its stay_alive played alone
+                    program, rewrite_key, not_played = candidate, "", {"helpers": helpers, "why": why}
+                elif candidate != program:  # else a lone action that calls none of them
+                    program_before = candidate
             if not program_before:
                 helpers = {}
     else:  # the sandbox says what is wrong with it (a syntax error, a missing function); one seed tells
@@ -932,7 +944,9 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
         if trains:  # a building block of a policy's head: the policy trains without it (a SmolLM2 fallback
             # training never ran: a block sent again unchanged ended the attempt untrained)
             return _left_out_of_head(state, update, target["name"])
-        return to_critic(update, "the fast agent resubmitted unchanged code")
+        return to_critic(update, "the fast agent resubmitted unchanged code" + (
+            f" (its rewrite of {_helpers_named(not_played['helpers'])} did not play: "
+            f"{not_played['why']})" if not_played else ""))
     too_big = (reserved_problem(code)
                or size_problem(pool if defined else lib.pool, program, [target["name"]], MAX_SOURCE_CHARS)
                or missing_problem(program))
@@ -958,7 +972,7 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
                                "program": tested_as,
                                **({"helpers_before": helpers} if helpers else {}),
                                **({"rewrite_key": rewrite_key} if rewrite_key else {}),
-                               **({"helpers_not_compared": not_compared} if not_compared else {})}}
+                               **({"helpers_not_played": not_played} if not_played else {})}}
     return _dispatch(state, update, calls, answer)
 
 

@@ -210,8 +210,8 @@ def _render_slow(c: SlowFacts) -> str:
         _section("Built-in coded actions (list one, or an earlier skill's helper, only to write it anew; yours "
                  "replaces it in this subtask's tests and, once kept, in later subtasks; a coded decomposition's "
                  "new stay_alive, explore, collect_food or collect_drink is tested beside the earlier one on the "
-                 f"same seeds, once per version while the budget allows; yours is kept with {REWRITE_MARGIN}+ more "
-                 "successes)",
+                 f"same seeds once per version (budget short: the earlier alone); yours is kept with {REWRITE_MARGIN}+ "
+                 "more successes)",
                  ", ".join(name + (f" (written anew for {rewritten[name]})" if name in rewritten else "")
                            for name in BUILTIN_ACTIONS)),
         _section("Moved to rl by the graph", forced and (
@@ -376,8 +376,9 @@ def _limits(limits: Mapping[str, Any] | None, mode: str) -> str:
     if mode == "code" and limits.get("helpers_compared_only_if"):
         first, *others = [f"`{name}`" for name in limits.get("helpers_compared") or ["stay_alive"]]
         also = f" (or {', '.join(others)})" if others else ""
-        lines.append(f"A rewrite of {first}{also} is played against the earlier one too only while the budget "
-                     f"allows, and this round it would not be: {limits['helpers_compared_only_if']}.")
+        lines.append(f"A rewrite of {first}{also} plays only beside the earlier one on the same seeds, and this round "
+                     f"the budget leaves no room for both (the earlier one would play in its place): "
+                     f"{limits['helpers_compared_only_if']}.")
     if limits.get("revision") is not None:  # per decomposition: answerers read a bare "revision 0" as a stuck count
         lines.append(f"Repairs of this decomposition used: {limits['revision']} of {limits.get('max_revisions', '?')}.")
     if mode == "code" and limits.get("pass_rule"):

@@ -475,9 +475,10 @@ def test_a_roomy_prompt_says_before_the_round_when_a_helper_rewrite_would_not_be
                    "decomposition": {"subtask": "collect_coal", "reason": "", "sub_actions": [coal]}}
     settings = RunSettings(out_dir=tmp_path, task="collect_coal", test_max_steps=500)
     lib = SubtaskCode(state, settings)
-    said = ("A rewrite of `stay_alive` (or `explore`, `collect_drink`, `collect_food`) is played against the earlier "
-            "one too only while the budget allows, and this round it would not be: both sets of tests at full length "
-            "need 8,000 steps and 5,000 are left (a `max_steps` of 312 or less lets them run).")
+    said = ("A rewrite of `stay_alive` (or `explore`, `collect_drink`, `collect_food`) plays only beside the earlier "
+            "one on the same seeds, and this round the budget leaves no room for both (the earlier one would play in "
+            "its place): both sets of tests at full length need 8,000 steps and 5,000 are left (a `max_steps` of 312 "
+            "or less lets them run).")
     roomy = fast_context(state, settings, lib, "code", coal, [], room="roomy")
     assert said in messages_for("fast", roomy)[-1].content
     # a round that tests collect_drink itself: its rewrite is the action, not a helper set beside the earlier one
@@ -485,9 +486,9 @@ def test_a_roomy_prompt_says_before_the_round_when_a_helper_rewrite_would_not_be
     drinking = {**state, "decomposition": {"subtask": "collect_coal", "reason": "", "sub_actions": [drink]}}
     text = messages_for("fast", fast_context(drinking, settings, SubtaskCode(drinking, settings), "code", drink, [],
                                              room="roomy"))[-1].content
-    assert "A rewrite of `stay_alive` (or `explore`, `collect_food`) is played against the earlier one" in text
+    assert "A rewrite of `stay_alive` (or `explore`, `collect_food`) plays only beside the earlier one" in text
     compact = fast_context(state, settings, lib, "code", coal, [], room="compact")
-    assert "is played against the earlier one too" not in messages_for("fast", compact)[-1].content
+    assert "plays only beside the earlier one" not in messages_for("fast", compact)[-1].content
     plenty = fast_context({**state, "budget_steps": 50_000}, settings, lib, "code", coal, [], room="roomy")
     assert "helpers_compared_only_if" not in plenty["limits"]
 

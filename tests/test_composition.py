@@ -492,12 +492,16 @@ def test_measure_sets_a_round_against_the_one_before_and_names_the_stay_alive_th
         state = with_update(state, update)
         return report_text(state, RunSettings(out_dir=tmp_path))
 
-    state["last_attempt"] = {"helpers_not_compared": {"helpers": {"stay_alive": "the built-in"}, "why": "why"}}
     first = run_round(100)
     assert "as last round" not in first
-    assert "\nnot played with the earlier `stay_alive` (the built-in) in place of yours this round: why" in first
     assert ("between skills the chain called the `stay_alive` of this subtask's code: one your answer defines "
             "replaces it") in first
+    # a round whose rewrite the budget left no room to compare played the built-in: the report says so
+    not_played = {"helpers_not_played": {"helpers": {"stay_alive": "the built-in"}, "why": "why"}}
+    text = report_text(with_update(state, {"last_attempt": not_played}), RunSettings(out_dir=tmp_path))
+    assert ("\nthis round played the earlier `stay_alive` (the built-in) in place of your rewrite, which plays only "
+            "beside it on the same seeds: why") in text
+    assert "of this subtask's code" not in text, text
     second = run_round(100)
     seeds = {x.split(":")[0] for x in second.splitlines() if x.startswith("seed ")}
     assert seeds == {"seed 1 (as last round)", "seed 2"}, second
@@ -615,7 +619,7 @@ def test_a_rewritten_stay_alive_is_kept_only_where_it_gains_two_seeds_on_the_one
 
     from nodes.attempt.results import HELPERS_BEFORE, round_best, round_passes
     from nodes.attempt.rounds import record_round
-    from nodes.fast import _last_round_steps, _write_code, helpers_not_compared_text, report_text
+    from nodes.fast import _last_round_steps, _write_code, helpers_not_played_text, report_text
     from nodes.state import with_update
     from prompts.fewshot import builtin_source
     from tools.run_code import run_code
@@ -732,30 +736,52 @@ def test_a_rewritten_stay_alive_is_kept_only_where_it_gains_two_seeds_on_the_one
     compared = state
     state = {**compared, "env_steps_spent": compared["budget_steps"] - 100}
     command, _ = write(rewrite + "\n\n" + action.replace("yield 'do'", "yield 'noop'\n    yield 'noop'"))
-    assert "helpers_not_compared" not in command.update["last_attempt"]
+    assert "helpers_not_played" not in command.update["last_attempt"]
     state = compared
     _, again = write(rewrite.replace("rewritten", "rewritten again") + "\n\n" + action)
     assert len(again) == 2 * settings.code_test_episodes  # a new version is compared
     # and only while the budget leaves three more rounds of this size for its own tests
     state = {**state, "env_steps_spent": state["budget_steps"] - 3 * 50 * settings.code_test_episodes + 1}
     command, again = write(rewrite.replace("rewritten", "rewritten anew") + "\n\n" + action)
-    assert len(again) == settings.code_test_episodes
-    # the report says it was not compared, and why (the slow agent's prompt says it is, while the budget allows)
-    assert helpers_not_compared_text(command.update["last_attempt"]) == (
-        "not played with the earlier `stay_alive` (the built-in) in place of yours this round: 1,199 steps are "
-        "left, fewer than 3 more rounds at your last round's 400 steps")
+    # else the one before plays alone (an answerer set `max_steps` high to have its rewrite taken untested)
+    assert len(again) == settings.code_test_episodes and '"""rewritten anew"""' not in again[0]["args"]["code"]
+    assert code_pool.definitions(again[0]["args"]["code"])["stay_alive"].strip() == builtin.strip()
+    assert "rewrite_key" not in command.update["last_attempt"]
+    assert helpers_not_played_text(command.update["last_attempt"]) == (
+        "this round played the earlier `stay_alive` (the built-in) in place of your rewrite, which plays only "
+        "beside it on the same seeds: 1,199 steps are left, fewer than 3 more rounds at your last round's 400 "
+        "steps")
+    # the attempt it makes keeps no rewrite: a skill of it plays the built-in, in later tests and held-out play
+    short = {**state, "code_versions": command.update["code_versions"], "last_attempt": command.update["last_attempt"],
+             "messages": [AIMessage(content="", tool_calls=again, id="short"), *[ToolMessage(content=json.dumps(
+                 {"seed": c["args"]["seed"], "ended": "success", "steps": 50, "task_success": True,
+                  "achievements_before": [], "achievements_unlocked": ["collect_wood"], "trace": "step 1: do"}),
+                 name="run_code_in_env", tool_call_id=c["id"]) for c in again]]}
+    update, result = record_round(short)
+    assert result is not None and result["helpers"] == {"stay_alive": "the built-in"}
+    assert not any("rewritten" in source for source in result["sources"]) and result["sources"]
+    skill = skill_from_attempt("collect_coal", update["best"]["collect_coal"], 0.5)
+    assert code_pool.pool_of([("collect_wood", wood), ("collect_coal", skill)]).sources["stay_alive"].strip() == \
+        builtin.strip()
+    # another rewrite alone, still no room: the same program again, not tested again, and said why
+    after = with_update(short, update)
+    resent = _write_code(after, {}, settings, SubtaskCode(after, settings), target, {
+        "code": rewrite.replace("rewritten", "rewritten twice") + "\n\n" + action, "max_steps": None}, [target],
+        AIMessage(content="", id="resent"))
+    assert resent.goto == "critic" and resent.update["fast_error"].startswith(
+        "the fast agent resubmitted unchanged code (its rewrite of `stay_alive` (the built-in) did not play: ")
     # nor where both sets at their full length would not fit: no test is cut for it
     state = {**state, "env_steps_spent": state["budget_steps"] - 2 * 60 * settings.code_test_episodes + 1,
              "results": []}
     command, again = write(rewrite.replace("rewritten", "rewritten once more") + "\n\n" + action)
     assert len(again) == settings.code_test_episodes and all(c["args"]["max_steps"] == 60 for c in again)
-    assert helpers_not_compared_text(command.update["last_attempt"]).endswith(
+    assert helpers_not_played_text(command.update["last_attempt"]).endswith(
         ": both sets of tests at full length need 960 steps and 959 are left (a `max_steps` of 59 or less lets them "
         "run)")
     # a round that rewrites none, on the same short budget, has nothing to say
     state = {**state, "code_versions": []}
     command, _ = write(action)
-    assert helpers_not_compared_text(command.update["last_attempt"]) == ""
+    assert helpers_not_played_text(command.update["last_attempt"]) == ""
 
 
 def test_a_helper_the_round_judges_or_never_calls_is_not_set_against_the_built_in(tmp_path):

@@ -575,7 +575,7 @@ def summarise_reports_for_agent(reports: list[CodeRunReport | dict], max_chars: 
     that ended exactly as then. `survival`: whose `stay_alive` the chain called between skills and what the
     model can do about it (BUILTIN_SURVIVAL when empty), said where runs died before the action. `compared`: a
     line on the same seeds played otherwise (nodes.fast.helpers_before_text) or on why they were not
-    (helpers_not_compared_text), after the round's figures. At most
+    (helpers_not_played_text), after the round's figures. At most
     `max_chars` characters. Reports may be CodeRunReports or their `model_dump(mode="json")` dicts (as they
     come back from a checkpoint)."""
     if not isinstance(max_chars, int) or max_chars < MIN_SUMMARY_CHARS:

@@ -164,6 +164,11 @@ def record_round(state: Mapping[str, Any]) -> tuple[dict[str, Any], MeasuredResu
                    "inner_iter": state.get("inner_iter", 0), **_artefacts(state, messages, result, judged)})
     if result.get("helpers_before"):
         result["helpers_before"] = _with_helpers_before(state, result)
+    not_played = ((state.get("last_attempt") or {}).get("helpers_not_played") or {}).get("helpers") or {}
+    if not_played and result["kind"] == "code":  # the round played the helpers before: a skill of it plays them too
+        result["helpers"] = dict(not_played)
+        result["sources"] = [rest for source in result.get("sources") or []
+                             if (rest := without_definitions(source, not_played)).strip()]
     best = dict(state.get("best") or {})
     # by the plain rate, then the judged one (nodes.attempt.results.judged_rate); the later on a full tie: a
     # revision that does as well keeps what the agents added since (helpers they call), unless it plays a chain
