@@ -80,6 +80,7 @@ from nodes.skills.pool import (
     function_names,
     listing,
     missing_problem,
+    module_names,
     only_delegates,
     prefix_action,
     relocate_lines,
@@ -526,6 +527,7 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCo
         "reused": reused_skills(decomposition, lib) if mode == "code" else [],  # a policy writes no code
         # the actions the graph composes go on an action head only: listed when a policy is configured
         "library": listing(lib.pool, lib.graph_actions() if mode == "rl" else []),
+        "module_names": module_names(lib.pool) if mode == "code" and room != COMPACT.name else {},  # roomy only
         # the chain's own stay_alive, where tests replay earlier skills and the model has not replaced it; in a
         # compact prompt not beside a long program under repair, whose code and report fill the call (the
         # library still lists it)

@@ -256,6 +256,27 @@ def _library(entries: list[Mapping[str, Any]], shown: frozenset[str] = frozenset
     return "\n".join(lines)
 
 
+def _module_names(names: Mapping[str, Sequence[str]] | None, room_chars: int = 500) -> str:
+    """The library's constants and imports, said with the functions, within `room_chars`: answerers sent theirs
+    again, unsure whether they carried over."""
+    if not names:
+        return ""
+    groups, used, left_out = [], 0, 0
+    for where, group in names.items():
+        shown = []
+        for name in group:
+            if used + len(name) + 4 > room_chars:
+                left_out += 1
+                continue
+            shown.append(f"`{name}`")
+            used += len(name) + 4
+        if shown:
+            groups.append(f"{', '.join(shown)} ({where})")
+            used += len(where) + 5
+    more = f"; and {left_out} more" if left_out else ""
+    return f"\n- module-level names, loaded for any code that reads them: {'; '.join(groups)}{more}" if groups else ""
+
+
 def _unloaded(unloaded: Mapping[str, Sequence[str]] | None) -> str | None:
     """The functions that left with a dropped sub-action's code, said where the listing no longer has them."""
     if not unloaded:
@@ -437,7 +458,8 @@ def _render_fast(c: FastFacts) -> str:
         _section("Your job now", job),
         _section("Library: coded actions already written" + (
             " (call with `yield from name(game)`)" if mode == "code" else ""),
-            _library(list(c.get("library") or []), shown, room)),
+            _library(list(c.get("library") or []), shown, room) + (
+                "" if room is COMPACT else _module_names(c.get("module_names")))),
         _section("Unloaded: code of sub-actions the decomposition dropped", _unloaded(c.get("unloaded"))),
     ]
     if mode == "code":

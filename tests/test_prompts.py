@@ -153,6 +153,33 @@ def test_long_texts_are_clipped_so_the_cap_holds_whatever_the_node_sends():
     assert len(text) <= CAPS["fast"]
     assert "characters cut" in text
     assert "also loaded:" in text  # names past the listed ones still reach the model
+    context["module_names"] = {f"from skill_{i}": [f"CONSTANT_{j}_" + "X" * 60 for j in range(30)] for i in range(9)}
+    assert len(_text("fast", context)) <= CAPS["fast"] and "module-level names" not in _text("fast", context)
+    roomy = _text("fast", {**context, "room": "roomy"})  # a roomy prompt's cap is the model's; this line is bounded
+    line = next(x for x in roomy.splitlines() if x.startswith("- module-level names"))
+    assert len(line) < 600 and line.endswith("(from skill_0); and 264 more"), line
+
+
+def test_the_library_names_the_constants_and_imports_that_carry_over(tmp_path):
+    """Answerers sent their constants again in every answer, unsure whether an earlier skill's carried over: they
+    do (a program gets every definition its code reads), and the library says so with where they came from."""
+    from nodes.fast import SubtaskCode
+    from nodes.fast import fast_context as facts_of
+    from nodes.settings import RunSettings
+
+    iron = {"name": "collect_iron", "kind": "code", "entry": "collect_iron", "passing": True, "success_rate": 1.0,
+            "episodes": 8, "sources": ["import heapq\nMOVES = {(1, 0): 'move_right'}\n\n\n"
+                                       "def collect_iron(game):\n    yield MOVES[(1, 0)]\n"]}
+    sub = {"name": "collect_diamond", "kind": "code", "template": "collect"}
+    state = {"plan": [{"name": "collect_iron"}, {"name": "collect_diamond"}], "subtask_index": 1,
+             "skills": {"collect_iron": iron}, "decomposition": {"sub_actions": [sub]}, "messages": [],
+             "results": [], "budget_steps": 100_000, "code_versions": [
+                 {"subtask": "collect_diamond", "sub_action": "collect_diamond", "source": "DEPTH = 3\n\n\n"
+                  "def collect_diamond(game):\n    yield 'do'\n"}]}
+    settings = RunSettings(out_dir=tmp_path, test_max_steps=100)
+    text = _text("fast", facts_of(state, settings, SubtaskCode(state, settings), "code", sub, [], "roomy"))
+    assert ("- module-level names, loaded for any code that reads them: `heapq`, `MOVES` (from collect_iron); "
+            "`DEPTH` (yours, this subtask)") in text, text
 
 
 def test_fast_code_prompt_renders_the_contract():
