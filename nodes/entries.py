@@ -77,6 +77,7 @@ class MeasuredResult(TypedDict, total=False):
     # the chain's helpers a round played in place of this subtask's rewrites, which the budget left no room to
     # compare (nodes.fast._write_code): name -> whose version it played; `sources` hold no rewrite of them
     helpers: dict[str, str]
+    rewrite_not_played: bool           # with `helpers`: the round played them alone (else they ranked above)
     # -- a training (nodes.attempt.results.summarise_training) --
     curve_start: float | None          # first and last point of the learning curve
     curve_end: float | None

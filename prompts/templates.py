@@ -542,7 +542,8 @@ def _measured_text(result: Mapping[str, Any], action: str, limit: int = COMPACT.
     answerer read 'successes 6; success_rate 0.75' as the count the pass rule judged: 6 of 7 that reached it),
     and by which chain helpers played where they are not the code's own (with the rewrite's own figures,
     `rewrite`, which the code and report below measured)."""
-    fields = _pairs({k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()})
+    fields = _pairs({k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()
+                     if k != "rewrite_not_played"})  # the note below says it
     note = ""
     if result.get("helpers"):  # three answerers read this beside the rewrite's own report as one measurement
         which = ", ".join(f"`{name}` ({whose})" for name, whose in result["helpers"].items())
@@ -552,7 +553,10 @@ def _measured_text(result: Mapping[str, Any], action: str, limit: int = COMPACT.
             own += (f", {rewrite.get('started_successes')} of the {rewrite.get('started')} that reached the action)"
                     if rewrite.get("started") is not None and result.get("prerequisites") else ")")
         note = (f"These figures are the runs that played the earlier {which} in place of the rewrite (the rewrite "
-                f"ranked lower on the same seeds): the code and report below are the rewrite's{own}.")
+                f"ranked lower on the same seeds): the code and report below are the rewrite's{own}."
+                if not result.get("rewrite_not_played") else
+                f"These runs played the earlier {which} in place of the rewrite in the code below, which the budget "
+                "left no room to compare with it: the report below is of these runs.")
     runs, started = result.get("episodes"), result.get("started")
     if result.get("kind") != "code" or not result.get("prerequisites") or not runs or started is None:
         return (note + "\n" if note else "") + clip(fields, limit)

@@ -855,6 +855,11 @@ def test_the_critic_judges_the_attempt_the_round_stands_for(tmp_path):
                               "started_successes": 5}, "collect_coal")
     assert chained.startswith("In words: 8 of 8 test runs succeeded from a fresh world") and (
         "the skill threshold judge). These figures are the runs that played the earlier `stay_alive`") in chained
+    # a round whose rewrite did not play at all (no budget to compare it): the report is of those runs
+    alone = _measured_text({**before, "rewrite_not_played": True}, "collect_coal")
+    assert alone.startswith("These runs played the earlier `stay_alive` (the built-in) in place of the rewrite in the "
+                            "code below, which the budget left no room to compare with it: the report below is of "
+                            "these runs.\n") and "rewrite_not_played" not in alone, alone
     assert command.update["critiques"][0]["verdict"] == "pass"
     assert command.update["skills"]["collect_coal"]["sources"] == before["sources"]  # without the rewrite
 

@@ -166,7 +166,7 @@ def record_round(state: Mapping[str, Any]) -> tuple[dict[str, Any], MeasuredResu
         result["helpers_before"] = _with_helpers_before(state, result)
     not_played = ((state.get("last_attempt") or {}).get("helpers_not_played") or {}).get("helpers") or {}
     if not_played and result["kind"] == "code":  # the round played the helpers before: a skill of it plays them too
-        result["helpers"] = dict(not_played)
+        result["helpers"], result["rewrite_not_played"] = dict(not_played), True
         result["sources"] = [rest for source in result.get("sources") or []
                              if (rest := without_definitions(source, not_played)).strip()]
     best = dict(state.get("best") or {})
