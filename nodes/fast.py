@@ -335,6 +335,33 @@ def compare_budget_short(state: Mapping[str, Any], subtask: str, judged: str, se
     return ""
 
 
+def comparison_cap(state: Mapping[str, Any], subtask: str, judged: str, seeds: int, max_steps: int) -> int | None:
+    """The `max_steps` below the one asked that lets a rewrite's comparison run (compare_budget_short says none
+    is short at it), where it still covers the longest test episode of this subtask so far (or half the one asked,
+    before any): no run that ended before it is cut. None where there is none such."""
+    fits = budget_left(state) // (2 * seeds) if seeds else 0
+    if fits >= max_steps or fits <= 0 or compare_budget_short(state, subtask, judged, seeds, fits):
+        return None
+    return fits if fits >= max(longest_test_run(state, subtask), max_steps // 2) else None
+
+
+def longest_test_run(state: Mapping[str, Any], subtask: str) -> int:
+    """The most steps one code-test episode of this subtask has taken so far (0 before any)."""
+    return max((int(run.get("steps") or 0) for r in state.get("results") or []
+                if r.get("subtask") == subtask and r.get("kind") == "code" for run in r.get("per_seed") or []),
+               default=0)
+
+
+def max_steps_capped_text(attempt: Mapping[str, Any] | None) -> str:
+    """A round whose `max_steps` was lowered so that a chain helper's rewrite could be compared, as a report says
+    it."""
+    capped = (attempt or {}).get("max_steps_capped")
+    if not capped:
+        return ""
+    return (f"this round ran with `max_steps` {capped['ran']:,}, not the {capped['asked']:,} asked: both sets of tests "
+            "(yours and the earlier helpers') fit the budget at that length, and it covers every test run so far")
+
+
 def helpers_not_played_text(attempt: Mapping[str, Any] | None) -> str:
     """A round whose answer rewrote a chain helper that the budget left no room to set beside the one before it,
     so that the one before played in its place (`_write_code`), as a report says it."""
@@ -408,8 +435,10 @@ def report_text(state: Mapping[str, Any], settings: RunSettings, room: str = COM
                                        judged=judged_functions(state["decomposition"], replaced_names(state)),
                                        last_round=_round_before(state),
                                        survival=survival_origin(_played_pool(state, settings)),
-                                       compared=(helpers_before_text(state.get("last_result"))
-                                                 or helpers_not_played_text(state.get("last_attempt"))))
+                                       compared="\n".join(filter(None, [
+                                           max_steps_capped_text(state.get("last_attempt")),
+                                           helpers_before_text(state.get("last_result"))
+                                           or helpers_not_played_text(state.get("last_attempt"))])))
     program = next((c["args"].get("code", "") for c in last_tool_calls(messages) if c["name"] == CODE_TOOL), "")
     own = (state.get("last_attempt") or {}).get("code") or ""
     return relocate_lines(text, program, own) if program else text
@@ -570,6 +599,9 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCo
         short = compare_budget_short(state, subtask, judged_name, n_seeds, lib.max_steps)
         if short:  # the helpers a rewrite of which would be compared: not the action this round tests
             context["limits"]["helpers_compared_only_if"] = short
+            cap = comparison_cap(state, subtask, judged_name, n_seeds, lib.max_steps)  # what a higher one is lowered to
+            if cap is not None:
+                context["limits"]["helpers_compared_cap"] = cap
             under_test = {*tested_actions(decomposition, lib.replaced), judged_name}  # as chain_helpers_before
             context["limits"]["helpers_compared"] = [name for name in sorted(CHAIN_HELPERS, key="stay_alive".__ne__)
                                                      if name not in under_test]
@@ -915,6 +947,7 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
     helpers: dict[str, str] = {}
     program_before = rewrite_key = ""
     not_played: dict[str, Any] = {}
+    capped: dict[str, int] = {}
     if defined:
         actions = [name for name in tested_actions(state["decomposition"], lib.replaced) if name in pool]
         program, action = test_program(pool, lib.prefix, actions or [target["name"]], max_steps)
@@ -924,8 +957,13 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
             judged = judged_sub_action(state["decomposition"])["name"]
             # once per version of the rewrites, where it changes what plays; the one before alone without the budget
             if helpers and not already_compared(state, lib.subtask, rewrite_key):
-                candidate = test_program(before, lib.prefix, actions or [target["name"]], max_steps)[0]
                 why = compare_budget_short(state, lib.subtask, judged, len(seeds), max_steps)
+                cap = comparison_cap(state, lib.subtask, judged, len(seeds), max_steps) if why else None
+                if cap is not None:  # a lower `max_steps` lets both run and still covers every test run so far:
+                    # an answerer that asked 5,000 where 4,820 fit lost its round to the earlier helper
+                    capped, max_steps, why = {"asked": max_steps, "ran": cap}, cap, ""
+                    program, action = test_program(pool, lib.prefix, actions or [target["name"]], max_steps)
+                candidate = test_program(before, lib.prefix, actions or [target["name"]], max_steps)[0]
                 if candidate != program and why:  # no room for both: the one before plays, as after a loss. A
                     # rewrite taken on its own figures where the comparison did not fit was a loophole: an answerer
                     # set its `max_steps` above the cap the prompt gave, to have its stay_alive played alone
@@ -974,7 +1012,8 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
                                "program": tested_as,
                                **({"helpers_before": helpers} if helpers else {}),
                                **({"rewrite_key": rewrite_key} if rewrite_key else {}),
-                               **({"helpers_not_played": not_played} if not_played else {})}}
+                               **({"helpers_not_played": not_played} if not_played else {}),
+                               **({"max_steps_capped": capped} if capped and program_before else {})}}
     return _dispatch(state, update, calls, answer)
 
 

@@ -155,6 +155,7 @@ class FastLimits(TypedDict):
     # roomy prompts: why a rewrite of a chain helper would not be played against the earlier one this round
     helpers_compared_only_if: NotRequired[str]
     helpers_compared: NotRequired[list[str]]  # the chain helpers such a rewrite would be of (not the action tested)
+    helpers_compared_cap: NotRequired[int]  # the `max_steps` a higher one is lowered to so both run (comparison_cap)
 
 
 class RLFacts(TypedDict):

@@ -397,9 +397,12 @@ def _limits(limits: Mapping[str, Any] | None, mode: str) -> str:
     if mode == "code" and limits.get("helpers_compared_only_if"):
         first, *others = [f"`{name}`" for name in limits.get("helpers_compared") or ["stay_alive"]]
         also = f" (or {', '.join(others)})" if others else ""
+        most = limits.get("helpers_compared_cap")
+        lowered = (f". A round with one runs with `max_steps` at most {most:,} (a higher one is lowered to it where it "
+                   "is at least half of that one and covers your longest test run so far; else the earlier one plays "
+                   "in its place)." if most else " (the earlier one would play in its place).")
         lines.append(f"A rewrite of {first}{also} plays only beside the earlier one on the same seeds, and this round "
-                     f"the budget leaves no room for both (the earlier one would play in its place): "
-                     f"{limits['helpers_compared_only_if']}.")
+                     f"the budget leaves no room for both: {limits['helpers_compared_only_if']}{lowered}")
     if limits.get("revision") is not None:  # per decomposition: answerers read a bare "revision 0" as a stuck count
         lines.append(f"Repairs of this decomposition used: {limits['revision']} of {limits.get('max_revisions', '?')}.")
     if mode == "code" and limits.get("pass_rule"):

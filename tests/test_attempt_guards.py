@@ -476,11 +476,17 @@ def test_a_roomy_prompt_says_before_the_round_when_a_helper_rewrite_would_not_be
     settings = RunSettings(out_dir=tmp_path, task="collect_coal", test_max_steps=500)
     lib = SubtaskCode(state, settings)
     said = ("A rewrite of `stay_alive` (or `explore`, `collect_drink`, `collect_food`) plays only beside the earlier "
-            "one on the same seeds, and this round the budget leaves no room for both (the earlier one would play in "
-            "its place): both sets of tests at full length need 8,000 steps and 5,000 are left (a `max_steps` of 312 "
-            "or less lets them run).")
+            "one on the same seeds, and this round the budget leaves no room for both: both sets of tests at full "
+            "length need 8,000 steps and 5,000 are left (a `max_steps` of 312 or less lets them run). A round with "
+            "one runs with `max_steps` at most 312 (a higher one is lowered to it where it is at least half of that "
+            "one and covers your longest test run so far; else the earlier one plays in its place).")
     roomy = fast_context(state, settings, lib, "code", coal, [], room="roomy")
     assert said in messages_for("fast", roomy)[-1].content
+    # a test run so far longer than what fits: no lowering, the earlier one plays
+    ran = {**state, "results": [{"subtask": "collect_coal", "kind": "code", "per_seed": [{"steps": 400}]}]}
+    text = messages_for("fast", fast_context(ran, settings, SubtaskCode(ran, settings), "code", coal, [],
+                                             room="roomy"))[-1].content
+    assert ("(a `max_steps` of 312 or less lets them run) (the earlier one would play in its place).") in text, text
     # a round that tests collect_drink itself: its rewrite is the action, not a helper set beside the earlier one
     drink = _code("collect_drink")
     drinking = {**state, "decomposition": {"subtask": "collect_coal", "reason": "", "sub_actions": [drink]}}

@@ -619,7 +619,13 @@ def test_a_rewritten_stay_alive_is_kept_only_where_it_gains_two_seeds_on_the_one
 
     from nodes.attempt.results import HELPERS_BEFORE, round_best, round_passes
     from nodes.attempt.rounds import record_round
-    from nodes.fast import _last_round_steps, _write_code, helpers_not_played_text, report_text
+    from nodes.fast import (
+        _last_round_steps,
+        _write_code,
+        helpers_not_played_text,
+        max_steps_capped_text,
+        report_text,
+    )
     from nodes.state import with_update
     from prompts.fewshot import builtin_source
     from tools.run_code import run_code
@@ -770,11 +776,22 @@ def test_a_rewritten_stay_alive_is_kept_only_where_it_gains_two_seeds_on_the_one
         AIMessage(content="", id="resent"))
     assert resent.goto == "critic" and resent.update["fast_error"].startswith(
         "the fast agent resubmitted unchanged code (its rewrite of `stay_alive` (the built-in) did not play: ")
-    # nor where both sets at their full length would not fit: no test is cut for it
+    # where both sets at their full length would not fit, a `max_steps` that lets them run and covers every test
+    # run so far is taken instead (an answerer asked 5,000 where 4,820 fit, and lost its round to the built-in)
     state = {**state, "env_steps_spent": state["budget_steps"] - 2 * 60 * settings.code_test_episodes + 1,
              "results": []}
     command, again = write(rewrite.replace("rewritten", "rewritten once more") + "\n\n" + action)
+    assert len(again) == 2 * settings.code_test_episodes and all(c["args"]["max_steps"] == 59 for c in again)
+    assert command.update["last_attempt"]["max_steps"] == 59 and helpers_not_played_text(
+        command.update["last_attempt"]) == ""
+    assert max_steps_capped_text(command.update["last_attempt"]) == (
+        "this round ran with `max_steps` 59, not the 60 asked: both sets of tests (yours and the earlier helpers') "
+        "fit the budget at that length, and it covers every test run so far")
+    # not where a test run so far took more steps than that: no test is cut for it, the built-in plays alone
+    state = {**state, "results": [{"subtask": "collect_coal", "kind": "code", "per_seed": [{"steps": 60}]}]}
+    command, again = write(rewrite.replace("rewritten", "rewritten once more") + "\n\n" + action)
     assert len(again) == settings.code_test_episodes and all(c["args"]["max_steps"] == 60 for c in again)
+    assert "max_steps_capped" not in command.update["last_attempt"]
     assert helpers_not_played_text(command.update["last_attempt"]).endswith(
         ": both sets of tests at full length need 960 steps and 959 are left (a `max_steps` of 59 or less lets them "
         "run)")
