@@ -90,6 +90,7 @@ from nodes.skills.pool import (
     size_problem,
     test_program,
     with_library,
+    without_definitions,
 )
 from nodes.skills.records import (
     earlier_entries,
@@ -348,7 +349,8 @@ def comparison_cap(state: Mapping[str, Any], subtask: str, judged: str, seeds: i
 def longest_test_run(state: Mapping[str, Any], subtask: str) -> int:
     """The most steps one code-test episode of this subtask has taken so far (0 before any)."""
     return max((int(run.get("steps") or 0) for r in state.get("results") or []
-                if r.get("subtask") == subtask and r.get("kind") == "code" for run in r.get("per_seed") or []),
+                if r.get("subtask") == subtask and r.get("kind") == "code"
+                for runs in (r.get("per_seed"), (r.get("helpers_before") or {}).get("per_seed")) for run in runs or []),
                default=0)
 
 
@@ -441,6 +443,8 @@ def report_text(state: Mapping[str, Any], settings: RunSettings, room: str = COM
                                            or helpers_not_played_text(state.get("last_attempt"))])))
     program = next((c["args"].get("code", "") for c in last_tool_calls(messages) if c["name"] == CODE_TOOL), "")
     own = (state.get("last_attempt") or {}).get("code") or ""
+    skipped = ((state.get("last_attempt") or {}).get("helpers_not_played") or {}).get("helpers") or {}
+    own = without_definitions(own, skipped) if skipped else own  # the rewrite did not run: no line is in it
     return relocate_lines(text, program, own) if program else text
 
 
@@ -918,7 +922,7 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
                 target: SubActionEntry, args: dict, pending: list[SubActionEntry], answer: AIMessage) -> Command:
     subtask = lib.subtask
     code = str(args["code"])
-    max_steps = int(args.get("max_steps") or lib.max_steps)
+    max_steps = asked = int(args.get("max_steps") or lib.max_steps)
     last = state.get("last_attempt") or {}
     n = sum(1 for v in state.get("code_versions", []) if v["subtask"] == subtask) + 1
     # a revision replaces what it defines; the rest of the sub-action's previous version stays (its test loads it)
@@ -956,19 +960,21 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
             rewrite_key = helpers_compared_key(pool, helpers)  # the rewrites this round plays, compared now or before
             judged = judged_sub_action(state["decomposition"])["name"]
             # once per version of the rewrites, where it changes what plays; the one before alone without the budget
-            if helpers and not already_compared(state, lib.subtask, rewrite_key):
+            candidate = test_program(before, lib.prefix, actions or [target["name"]], max_steps)[0]
+            # else a lone action that calls none of them: nothing to compare
+            if helpers and candidate != program and not already_compared(state, lib.subtask, rewrite_key):
                 why = compare_budget_short(state, lib.subtask, judged, len(seeds), max_steps)
                 cap = comparison_cap(state, lib.subtask, judged, len(seeds), max_steps) if why else None
                 if cap is not None:  # a lower `max_steps` lets both run and still covers every test run so far:
                     # an answerer that asked 5,000 where 4,820 fit lost its round to the earlier helper
                     capped, max_steps, why = {"asked": max_steps, "ran": cap}, cap, ""
                     program, action = test_program(pool, lib.prefix, actions or [target["name"]], max_steps)
-                candidate = test_program(before, lib.prefix, actions or [target["name"]], max_steps)[0]
-                if candidate != program and why:  # no room for both: the one before plays, as after a loss. A
-                    # rewrite taken on its own figures where the comparison did not fit was a loophole: an answerer
-                    # set its `max_steps` above the cap the prompt gave, to have its stay_alive played alone
+                    candidate = test_program(before, lib.prefix, actions or [target["name"]], max_steps)[0]
+                if why:  # no room for both: the one before plays, as after a loss. A rewrite taken on its own
+                    # figures where the comparison did not fit was a loophole: an answerer set its `max_steps`
+                    # above the cap the prompt gave, to have its stay_alive played alone
                     program, rewrite_key, not_played = candidate, "", {"helpers": helpers, "why": why}
-                elif candidate != program:  # else a lone action that calls none of them
+                else:
                     program_before = candidate
             if not program_before:
                 helpers = {}
@@ -979,8 +985,11 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
     tested_as = program_identity(program)
     # whichever sub-action the answer was for: an answerer's resend of the judged action after the last piece's
     # test (of the same program) was tested again, and charged
-    if last.get("max_steps") == max_steps and (last.get("program") == tested_as or (
-            "program" not in last and last.get("sub_action") == target["name"] and last.get("code") == code)):
+    # (a round of it run at a lower `max_steps` for a comparison, or its set with the earlier helpers, is the same)
+    ran_as_asked = (last.get("max_steps_capped") or {}).get("asked") == asked and last.get("code") == code
+    if (last.get("max_steps") == max_steps and tested_as in (last.get("program"), last.get("program_before")) or (
+            last.get("max_steps") == max_steps and "program" not in last and last.get("sub_action") == target["name"]
+            and last.get("code") == code) or (ran_as_asked and last.get("sub_action") == target["name"])):
         if trains:  # a building block of a policy's head: the policy trains without it (a SmolLM2 fallback
             # training never ran: a block sent again unchanged ended the attempt untrained)
             return _left_out_of_head(state, update, target["name"])
@@ -1013,7 +1022,8 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
                                **({"helpers_before": helpers} if helpers else {}),
                                **({"rewrite_key": rewrite_key} if rewrite_key else {}),
                                **({"helpers_not_played": not_played} if not_played else {}),
-                               **({"max_steps_capped": capped} if capped and program_before else {})}}
+                               **({"max_steps_capped": capped} if capped and program_before else {}),
+                               **({"program_before": program_identity(program_before)} if program_before else {})}}
     return _dispatch(state, update, calls, answer)
 
 

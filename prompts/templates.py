@@ -323,7 +323,8 @@ def _last_attempt(last: Mapping[str, Any] | None, mode: str, room: PromptRoom = 
             # nothing of the code was judged: asking to fix it would send the model after a cause not in it
             ask = ("No test run reached your action: every run ended in the chain before it (earlier skills and "
                    "the stay_alive between their steps), so the report says nothing about your code. What can "
-                   "change that is a `stay_alive` you write, which replaces the chain's in every skill's play.")
+                   "change that is a `stay_alive` you write, which replaces the chain's in every skill's play once "
+                   "it beats it on the same seeds.")
         elif (mode == "code" and result.get("prerequisites") and result.get("success_given_start") == 1.0
               and int(result.get("started") or 0) < int(result.get("episodes") or 0)):
             # an answerer asked to "fix it in the code" spent 8 rounds on deaths before its action, within noise
@@ -359,10 +360,12 @@ def _best_attempt(best: Mapping[str, Any] | None, room: PromptRoom) -> str:
         code = (f"Besides the definitions shown here, it holds {names}, word for word as in the code above (not "
                 "repeated).\n" + code if code else f"Every definition of it ({names}) is in the code above, word "
                 "for word (not repeated).\n")
-    body = (code + "A `fail` verdict keeps this one unless a later round ranks higher. To go back to it, send "
-            + ("the definitions shown here again (the ones named are loaded already)" if same else
-               "its definitions again") + ": each replaces the later one of its name; what later answers added "
-            "besides stays loaded.")
+    back = ("To go back to it, send its definitions again: each replaces the later one of its name; what later "
+            "answers added besides stays loaded." if not same else
+            "To go back to it, send the definitions shown here again (the ones named are loaded already): each "
+            "replaces the later one of its name." if best.get("code") else
+            "Its definitions are all loaded as they are.")
+    body = code + "A `fail` verdict keeps this one unless a later round ranks higher. " + back
     return _section(title, body)
 
 
@@ -409,7 +412,8 @@ def _limits(limits: Mapping[str, Any] | None, mode: str) -> str:
         lines.append(f"Pass rule: {limits['pass_rule']}.")
     rest = {k: v for k, v in limits.items()
             if k not in ("test_seeds", "max_steps_per_test", "budget_left", "pass_rule", "last_round_steps",
-                         "max_code_chars", "helpers_compared_only_if", "helpers_compared", "revision",
+                         "max_code_chars", "helpers_compared_only_if", "helpers_compared", "helpers_compared_cap",
+                         "revision",
                          "max_revisions")}
     if rest:
         lines.append(_pairs(rest))

@@ -482,6 +482,7 @@ def test_a_roomy_prompt_says_before_the_round_when_a_helper_rewrite_would_not_be
             "one and covers your longest test run so far; else the earlier one plays in its place).")
     roomy = fast_context(state, settings, lib, "code", coal, [], room="roomy")
     assert said in messages_for("fast", roomy)[-1].content
+    assert "helpers_compared_cap" not in messages_for("fast", roomy)[-1].content  # said once, in words
     # a test run so far longer than what fits: no lowering, the earlier one plays
     ran = {**state, "results": [{"subtask": "collect_coal", "kind": "code", "per_seed": [{"steps": 400}]}]}
     text = messages_for("fast", fast_context(ran, settings, SubtaskCode(ran, settings), "code", coal, [],

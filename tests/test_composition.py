@@ -748,6 +748,12 @@ def test_a_rewritten_stay_alive_is_kept_only_where_it_gains_two_seeds_on_the_one
     assert len(again) == 2 * settings.code_test_episodes  # a new version is compared
     # and only while the budget leaves three more rounds of this size for its own tests
     state = {**state, "env_steps_spent": state["budget_steps"] - 3 * 50 * settings.code_test_episodes + 1}
+    # else the one before plays alone: here the very program the last comparison ran with it, so not again
+    same = _write_code(state, {}, settings, SubtaskCode(state, settings), target, {
+        "code": rewrite.replace("rewritten", "rewritten anew") + "\n\n" + action, "max_steps": None}, [target],
+        AIMessage(content="", id="same"))
+    assert same.goto == "critic" and "did not play" in same.update["fast_error"]
+    action = action.replace("yield 'do'", "yield 'do'\n    yield 'noop'")
     command, again = write(rewrite.replace("rewritten", "rewritten anew") + "\n\n" + action)
     # else the one before plays alone (an answerer set `max_steps` high to have its rewrite taken untested)
     assert len(again) == settings.code_test_episodes and '"""rewritten anew"""' not in again[0]["args"]["code"]
@@ -787,6 +793,12 @@ def test_a_rewritten_stay_alive_is_kept_only_where_it_gains_two_seeds_on_the_one
     assert max_steps_capped_text(command.update["last_attempt"]) == (
         "this round ran with `max_steps` 59, not the 60 asked: both sets of tests (yours and the earlier helpers') "
         "fit the budget at that length, and it covers every test run so far")
+    # the same answer again is the same test, though it ran lower than asked: the critic judges it, untested
+    ran = {**state, "code_versions": command.update["code_versions"], "last_attempt": command.update["last_attempt"]}
+    resent = _write_code(ran, {}, settings, SubtaskCode(ran, settings), target, {
+        "code": rewrite.replace("rewritten", "rewritten once more") + "\n\n" + action, "max_steps": 60}, [target],
+        AIMessage(content="", id="again"))
+    assert resent.goto == "critic"
     # not where a test run so far took more steps than that: no test is cut for it, the built-in plays alone
     state = {**state, "results": [{"subtask": "collect_coal", "kind": "code", "per_seed": [{"steps": 60}]}]}
     command, again = write(rewrite.replace("rewritten", "rewritten once more") + "\n\n" + action)
@@ -819,6 +831,12 @@ def test_a_helper_the_round_judges_or_never_calls_is_not_set_against_the_built_i
         calls = command.update["messages"][0].tool_calls
         assert len(calls) == settings.code_test_episodes, name
         assert "helpers_before" not in command.update["last_attempt"], name
+        # on a budget too short for a comparison: nothing to compare, so its `max_steps` stands and nothing is said
+        short = {**state, "budget_steps": 2 * 50 * settings.code_test_episodes}
+        command = _write_code(short, {}, settings, SubtaskCode(short, settings), target,
+                              {"code": code, "max_steps": None}, [target], AIMessage(content=""))
+        assert all(c["args"]["max_steps"] == 60 for c in command.update["messages"][0].tool_calls), name
+        assert not {"max_steps_capped", "helpers_not_played"} & set(command.update["last_attempt"]), name
 
 
 def test_the_critic_judges_the_attempt_the_round_stands_for(tmp_path):
