@@ -48,6 +48,7 @@ from nodes.attempt.results import (
 )
 from nodes.attempt.rounds import (
     ends_the_chain,
+    helpers_not_played,
     judged_functions,
     judged_sub_action,
     latest_versions,
@@ -330,17 +331,22 @@ def compare_budget_short(state: Mapping[str, Any], subtask: str, judged: str, se
                 f"{own[-1]:,} steps")
     if left < 2 * round_steps:
         # the cap that lets them run, in numbers: an answerer read "a lower max_steps" beside its own 3,000 as unmet
-        fits = left // (2 * seeds) if seeds else 0
+        fits = _both_fit(left, seeds)
         return (f"both sets of tests at full length need {2 * round_steps:,} steps and {left:,} are left "
                 + (f"(a `max_steps` of {fits:,} or less lets them run)" if fits else "(no `max_steps` lets them run)"))
     return ""
+
+
+def _both_fit(left: int, seeds: int) -> int:
+    """The longest `max_steps` at which both sets of a comparison (`seeds` episodes each) fit in `left` steps."""
+    return left // (2 * seeds) if seeds else 0
 
 
 def comparison_cap(state: Mapping[str, Any], subtask: str, judged: str, seeds: int, max_steps: int) -> int | None:
     """The `max_steps` below the one asked that lets a rewrite's comparison run (compare_budget_short says none
     is short at it), where it still covers the longest test episode of this subtask so far (or half the one asked,
     before any): no run that ended before it is cut. None where there is none such."""
-    fits = budget_left(state) // (2 * seeds) if seeds else 0
+    fits = _both_fit(budget_left(state), seeds)
     if fits >= max_steps or fits <= 0 or compare_budget_short(state, subtask, judged, seeds, fits):
         return None
     return fits if fits >= max(longest_test_run(state, subtask), max_steps // 2) else None
@@ -442,9 +448,8 @@ def report_text(state: Mapping[str, Any], settings: RunSettings, room: str = COM
                                            helpers_before_text(state.get("last_result"))
                                            or helpers_not_played_text(state.get("last_attempt"))])))
     program = next((c["args"].get("code", "") for c in last_tool_calls(messages) if c["name"] == CODE_TOOL), "")
-    own = (state.get("last_attempt") or {}).get("code") or ""
-    skipped = ((state.get("last_attempt") or {}).get("helpers_not_played") or {}).get("helpers") or {}
-    own = without_definitions(own, skipped) if skipped else own  # the rewrite did not run: no line is in it
+    # a rewrite that did not run holds no line of the program
+    own = without_definitions((state.get("last_attempt") or {}).get("code") or "", helpers_not_played(state))
     return relocate_lines(text, program, own) if program else text
 
 
@@ -452,8 +457,7 @@ def _played_pool(state: Mapping[str, Any], settings: RunSettings) -> Pool:
     """The pool the last round's tests played: this subtask's, with the earlier chain helpers back where its
     rewrites did not play (helpers_not_played_text)."""
     lib = SubtaskCode(state, settings)
-    skipped = ((state.get("last_attempt") or {}).get("helpers_not_played") or {}).get("helpers") or {}
-    return restored(lib.pool, skipped, lib.solved) if skipped else lib.pool
+    return restored(lib.pool, helpers_not_played(state), lib.solved)
 
 
 def program_identity(program: str) -> str:
@@ -560,7 +564,7 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCo
         "reused": reused_skills(decomposition, lib) if mode == "code" else [],  # a policy writes no code
         # the actions the graph composes go on an action head only: listed when a policy is configured
         "library": listing(lib.pool, lib.graph_actions() if mode == "rl" else []),
-        "module_names": module_names(lib.pool) if mode == "code" and room != COMPACT.name else {},  # roomy only
+        "module_names": module_names(lib.pool) if mode == "code" and room != COMPACT.name else [],  # roomy only
         # the chain's own stay_alive, where tests replay earlier skills and the model has not replaced it; in a
         # compact prompt not beside a long program under repair, whose code and report fill the call (the
         # library still lists it)

@@ -189,7 +189,7 @@ class FastFacts(TypedDict):
     # test, of the whole decomposition, runs on it)
     kept_pieces: NotRequired[list[str]]
     library: list[dict[str, Any]]        # nodes.skills.pool.listing
-    module_names: NotRequired[dict[str, list[str]]]  # code mode: constants and imports by origin (pool.module_names)
+    module_names: NotRequired[list[dict[str, Any]]]  # roomy code prompts: constants and imports (pool.module_names)
     # a sub-action the decomposition dropped -> the functions of its code that are no longer loaded
     unloaded: NotRequired[dict[str, list[str]]]
     examples: dict[str, str]             # few-shot example name -> source

@@ -239,8 +239,7 @@ def _library(entries: list[Mapping[str, Any]], shown: frozenset[str] = frozenset
     lines = []
     for e in entries[:room.library_lines]:
         rate = e.get("success_rate")
-        where = ("built-in" if e.get("kind") == "built-in" else "yours, this subtask" if e.get("this_subtask")
-                 else f"from {e['subtask']}" if e.get("subtask") else str(e.get("kind", "code")))
+        where = _where(e)
         tag = where + (", not a coded action" if e.get("helper") else "") + (
             f", success {rate:.2f}" if isinstance(rate, (int, float)) else "") + (
             f"; the built-in is {e['builtin_alias']}" if e.get("builtin_alias") else "")
@@ -256,11 +255,23 @@ def _library(entries: list[Mapping[str, Any]], shown: frozenset[str] = frozenset
     return "\n".join(lines)
 
 
-def _module_names(names: Mapping[str, Sequence[str]] | None, room_chars: int = 500) -> str:
-    """The library's constants and imports, said with the functions, within `room_chars`: answerers sent theirs
-    again, unsure whether they carried over."""
-    if not names:
+def _where(entry: Mapping[str, Any]) -> str:
+    """Where a library entry came from, as the listing says it."""
+    if entry.get("kind") == "built-in":
+        return "built-in"
+    if entry.get("this_subtask"):
+        return "yours, this subtask"
+    return f"from {entry['subtask']}" if entry.get("subtask") else str(entry.get("kind", "code"))
+
+
+def _module_names(entries: Sequence[Mapping[str, Any]] | None, room_chars: int = 500) -> str:
+    """The library's constants and imports (nodes.skills.pool.module_names), grouped by where they came from and
+    said with the functions, within `room_chars`: answerers sent theirs again, unsure whether they carried over."""
+    if not entries:
         return ""
+    names: dict[str, list[str]] = {}
+    for entry in entries:
+        names.setdefault(_where(entry), []).append(str(entry["name"]))
     groups, used, left_out = [], 0, 0
     for where, group in names.items():
         shown = []

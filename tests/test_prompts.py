@@ -153,7 +153,8 @@ def test_long_texts_are_clipped_so_the_cap_holds_whatever_the_node_sends():
     assert len(text) <= CAPS["fast"]
     assert "characters cut" in text
     assert "also loaded:" in text  # names past the listed ones still reach the model
-    context["module_names"] = {f"from skill_{i}": [f"CONSTANT_{j}_" + "X" * 60 for j in range(30)] for i in range(9)}
+    context["module_names"] = [{"name": f"CONSTANT_{j}_" + "X" * 60, "subtask": f"skill_{i}", "kind": "code"}
+                               for i in range(9) for j in range(30)]
     assert len(_text("fast", context)) <= CAPS["fast"] and "module-level names" not in _text("fast", context)
     roomy = _text("fast", {**context, "room": "roomy"})  # a roomy prompt's cap is the model's; this line is bounded
     line = next(x for x in roomy.splitlines() if x.startswith("- module-level names"))

@@ -164,7 +164,7 @@ def record_round(state: Mapping[str, Any]) -> tuple[dict[str, Any], MeasuredResu
                    "inner_iter": state.get("inner_iter", 0), **_artefacts(state, messages, result, judged)})
     if result.get("helpers_before"):
         result["helpers_before"] = _with_helpers_before(state, result)
-    not_played = ((state.get("last_attempt") or {}).get("helpers_not_played") or {}).get("helpers") or {}
+    not_played = helpers_not_played(state)
     if not_played and result["kind"] == "code":  # the round played the helpers before: a skill of it plays them too
         result["helpers"], result["rewrite_not_played"] = dict(not_played), True
         result["sources"] = [rest for source in result.get("sources") or []
@@ -185,6 +185,12 @@ def record_round(state: Mapping[str, Any]) -> tuple[dict[str, Any], MeasuredResu
         best[subtask] = dict(kept)
     return {**update, "best": best, "results": [result], "last_result": result}, result
 
+
+
+def helpers_not_played(state: Mapping[str, Any]) -> dict[str, str]:
+    """The chain helpers whose rewrites the last round did not play (no budget to compare them; nodes.fast._write_code
+    played the earlier ones in their place): name -> whose version played. Empty where it played them all."""
+    return dict(((state.get("last_attempt") or {}).get("helpers_not_played") or {}).get("helpers") or {})
 
 
 def plays_a_rewrite_that_lost(state: Mapping[str, Any], subtask: str) -> bool:

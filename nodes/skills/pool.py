@@ -360,19 +360,12 @@ def listing(pool: Pool, composed: Sequence[tuple[str, str]] = ()) -> list[dict[s
     return out
 
 
-def module_names(pool: Pool) -> dict[str, list[str]]:
+def module_names(pool: Pool) -> list[dict[str, Any]]:
     """The pool's module-level names that are no function (constants, imports) written by a model or the expert,
-    grouped by where they came from as the library listing says it: any code that reads one gets its definition
+    each with where it came from as `listing` gives it: any code that reads one gets its definition
     (Pool.closure). Answerers sent their constants again, unsure whether they carried over."""
-    out: dict[str, list[str]] = {}
-    for name, source in pool.sources.items():
-        origin = pool.origin.get(name, {})
-        if _is_function(source) or origin.get("kind") == "built-in":
-            continue
-        where = ("yours, this subtask" if origin.get("this_subtask")
-                 else f"from {origin['subtask']}" if origin.get("subtask") else "written earlier")
-        out.setdefault(where, []).append(name)
-    return out
+    return [{"name": name, **pool.origin.get(name, {})} for name, source in pool.sources.items()
+            if not _is_function(source) and (pool.origin.get(name) or {}).get("kind") != "built-in"]
 
 
 def chain_parts(pool: Pool, steps: Sequence[str]) -> dict[str, str]:
