@@ -43,7 +43,7 @@ from nodes.attempt.rounds import ends_the_chain, judged_sub_action, measure_even
 from nodes.context import RunContext, context_of
 from nodes.entries import CritiqueEntry, FailedEntry, MeasuredResult, SubActionEntry
 from nodes.exits import exit_to
-from nodes.fast import start_attempt_update
+from nodes.fast import start_attempt_update, test_seed_count
 from nodes.limits import MIN_TRAIN_STEPS, budget_left, limit_reached
 from nodes.models.base import ModelOutputError, prompt_room_of
 from nodes.schemas import Critique
@@ -186,7 +186,7 @@ def critic(state: AttemptState, runtime: Runtime[RunContext]) -> Command[Literal
     # the rewrite did not gain enough on them on the same seeds (what measure passed it on, and what a pass keeps)
     kept = round_best(result)
     count = judged_count(kept)  # (successes, runs judged): fewer runs than seeds when some died before the action
-    judged_runs = count[1] if count and count[1] else settings.code_test_episodes
+    judged_runs = count[1] if count and count[1] else test_seed_count(settings, state)
     # the plan's last subtask: held-out play is this chain, so half of its runs must reach the action too (as the
     # fast agent is told); an answerer's critic read "1 of 1 judged runs succeeded: meets the target" beside 1 of 8
     whole_chain = judged["kind"] == "code" and ends_the_chain(state, settings.task)

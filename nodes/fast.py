@@ -103,7 +103,7 @@ from nodes.skills.records import (
 from nodes.starts import STARTS_FOLDER, chain_starts, starts_text, write_start_set
 from nodes.state import AttemptState, current_decomposition, log_lengths, with_update
 from prompts.facts import FastFacts, RLFacts
-from prompts.fewshot import REWRITE_MARGIN, examples_for
+from prompts.fewshot import examples_for, rewrite_margin
 from prompts.templates import COMPACT, PROMPT_ROOMS, messages_for
 from rl.stats import mcnemar_exact
 from sandbox.lint import MAX_SOURCE_CHARS
@@ -142,9 +142,22 @@ def ppo_defaults(settings: RunSettings, moved_from_code: bool = True) -> dict[st
             "coded_prior": 0.9 if moved_from_code else 0.0}
 
 
+# the plan's last subtask of a one-achievement task tests on this many times the seeds: its tests replay the whole
+# chain, and answerers' diamond rounds reached the action in 2 to 7 of 8 runs, so its code was repaired, judged and
+# kept on a handful of runs (a round kept on 3 of 3 reached held 30% of its starts over 200 held-out seeds)
+WHOLE_CHAIN_SEED_FACTOR = 2
+
+
+def test_seed_count(settings: RunSettings, state: Mapping[str, Any]) -> int:
+    """Code-test seeds per round of the current subtask: the run's (`code_test_episodes`), or WHOLE_CHAIN_SEED_FACTOR
+    times that where the tests replay the chain held-out play is (nodes.attempt.rounds.ends_the_chain)."""
+    n = settings.code_test_episodes
+    return n * WHOLE_CHAIN_SEED_FACTOR if ends_the_chain(state, settings.task) else n
+
+
 def code_test_seeds(settings: RunSettings, state: Mapping[str, Any]) -> list[int]:
     """Code-test seeds: training range, varied per subtask so tests do not all see the same worlds."""
-    n = settings.code_test_episodes
+    n = test_seed_count(settings, state)
     offset = (settings.seed * 1000 + 100 * int(state.get("subtask_index", 0))) % (SEED_RANGE - n)
     return train_seeds(n, offset=offset)
 
@@ -400,11 +413,12 @@ def helpers_before_text(result: Mapping[str, Any] | None) -> str:
                    for name, whose in helpers.items() if whose == "the built-in")
     # what this round stands for; a verdict keeps the best round of all (an answerer read "keeps your code with the
     # earlier one" as final, while an earlier round with its rewrite ranked as high and was what stayed)
-    kept = (f"yours did not succeed on {REWRITE_MARGIN} more of these seeds, so this round counts as your code with "
+    margin = rewrite_margin(int(before.get("episodes") or 0))
+    kept = (f"yours did not succeed on {margin} more of these seeds, so this round counts as your code with "
             "the earlier one (a pass or fail keeps the best round so far; your next revision is tested with yours "
             f"again, and a round of it is kept only where it does better than the best{back})"
             if before.get("ranks_above") else
-            f"yours succeeded on {REWRITE_MARGIN}+ more of these seeds, so this round counts as yours")
+            f"yours succeeded on {margin}+ more of these seeds, so this round counts as yours")
     return f"the same seeds with the earlier {which} in place of yours: {figures}; {kept}" + _chance_text(
         result or {}, before)
 
@@ -557,7 +571,7 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCo
     left = budget_left(state)
     last_attempt = state.get("last_attempt") or {}
     repair = bool(last_attempt.get("report"))
-    n_seeds = settings.code_test_episodes
+    n_seeds = test_seed_count(settings, state)
     context: FastFacts = {
         "subtask": subtask, "task_description": TASKS[subtask].description, "mode": mode,
         "sub_action": sub_action, "decomposition": decomposition,

@@ -170,11 +170,21 @@ _SWORD_AFTER = {"make_wood_pickaxe": "make_wood_sword", "make_stone_pickaxe": "m
 # model writes under one of these names replaces the built-in.
 CHAIN_HELPERS = ("explore", "stay_alive", "collect_drink", "collect_food")
 # the successes on the same seeds a rewrite of a chain helper must gain over the one before it to stand
-# (nodes.attempt.rounds): the rewrites answerers kept on a seed or two cost their chains 5 points on average
+# (nodes.attempt.rounds): one seed in REWRITE_SHARE of the round's, 2 of 8 (4 of 16 where the plan's last subtask
+# tests on twice the seeds). The rewrites answerers kept on a seed or two cost their chains 5 points on average
 # against the built-in over 100 other seeds (benchmarks.builtin_survival, eight runs: -8, -12, +4, -8, -2, -8,
-# -1, -6); 8 paired seeds cannot tell such a difference from chance, and a helper every skill plays has more
-# to lose
-REWRITE_MARGIN = 2
+# -1, -6), and one that won by 2 of 8 cost its chain 10 points over 200; 8 paired seeds cannot tell such a
+# difference from chance, and a helper every skill plays has more to lose
+REWRITE_SHARE = 4
+
+
+def rewrite_margin(seeds: int) -> int:
+    """The successes more than the earlier helper's a rewrite needs on a round of `seeds` seeds: 2 of 8, 4 of 16."""
+    return max(1, -(-int(seeds) // REWRITE_SHARE))
+
+
+# the rule as the prompts state it for any round ("a quarter": REWRITE_SHARE; a report gives the round's number)
+REWRITE_MARGIN_TEXT = f"a quarter of the seeds more successes ({rewrite_margin(8)} of 8)"
 BUILTIN_ACTIONS = (*CHAIN_HELPERS, *_SWORD_AFTER.values())
 
 

@@ -21,7 +21,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from envs.tasks import TASKS
 from prompts.api_reference import api_reference, api_summary
 from prompts.facts import DEFAULT_SKILL_THRESHOLD, CriticFacts, FastFacts, PlannerFacts, SlowFacts
-from prompts.fewshot import BUILTIN_ACTIONS, CHAIN_HELPERS, REWRITE_MARGIN, builtin_alias, builtin_source
+from prompts.fewshot import BUILTIN_ACTIONS, CHAIN_HELPERS, REWRITE_MARGIN_TEXT, builtin_alias, builtin_source
 from prompts.loader import render
 from prompts.rules import achievements, game_facts, recipes, rule_sheet
 
@@ -210,8 +210,8 @@ def _render_slow(c: SlowFacts) -> str:
         _section("Built-in coded actions (list one, or an earlier skill's helper, only to write it anew; yours "
                  "replaces it in this subtask's tests and, once kept, in later subtasks; a coded decomposition's "
                  "new stay_alive, explore, collect_food or collect_drink is tested beside the earlier one on the "
-                 f"same seeds once per version (budget short: the earlier alone); yours is kept with {REWRITE_MARGIN}+ "
-                 "more successes)",
+                 "same seeds once per version (budget short: the earlier alone); yours is kept with "
+                 f"{REWRITE_MARGIN_TEXT})",
                  ", ".join(name + (f" (written anew for {rewritten[name]})" if name in rewritten else "")
                            for name in BUILTIN_ACTIONS)),
         _section("Moved to rl by the graph", forced and (
@@ -519,7 +519,7 @@ def _fast_system(c: FastFacts) -> str:
         # a context built by hand (tests, a plugin) may leave the threshold out: the run's default then
         threshold = c.get("skill_threshold", DEFAULT_SKILL_THRESHOLD)
         rules = render("fast_code", api_reference=api_reference(), kept_rate=f"{threshold:.0%}",
-                       rewrite_margin=str(REWRITE_MARGIN))
+                       rewrite_margin=REWRITE_MARGIN_TEXT)
     else:
         rules = render("fast_rl")
     return render("fast", mode_rules=rules.rstrip(), rule_sheet=rule_sheet())

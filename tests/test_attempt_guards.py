@@ -58,6 +58,31 @@ def test_code_test_seeds_stay_training_seeds_for_any_run_seed(seed):
         assert len(seeds) == 8 and all(0 <= s < 1_000_000 for s in seeds)
 
 
+def test_the_plans_last_subtask_tests_on_twice_the_seeds_and_a_rewrite_needs_a_quarter_of_them():
+    """The plan's last subtask of a one-achievement task replays the whole chain held-out play is: answerers'
+    diamond rounds reached the action in 2 to 7 of 8 runs, so its rounds run on twice the seeds (training seeds,
+    all different); a middle subtask keeps the run's. A chain helper's rewrite needs a quarter of the round's seeds
+    more successes than the earlier one: 2 of 8, 4 of 16."""
+    from nodes.attempt.rounds import _with_helpers_before
+    from nodes.fast import test_seed_count
+    from prompts.fewshot import rewrite_margin
+
+    settings = RunSettings(task="collect_coal")
+    wood = {"kind": "code", "entry": "collect_wood", "sources": ["def collect_wood(game):\n    yield 'do'\n"]}
+    last = {"plan": [{"name": "collect_wood"}, {"name": "collect_coal"}], "subtask_index": 1,
+            "skills": {"collect_wood": wood}}
+    middle = {**last, "plan": [*last["plan"], {"name": "collect_stone"}]}
+    seeds = code_test_seeds(settings, last)
+    assert test_seed_count(settings, last) == len(set(seeds)) == 16 and all(0 <= s < 1_000_000 for s in seeds)
+    assert test_seed_count(settings, middle) == len(code_test_seeds(settings, middle)) == 8
+    assert test_seed_count(RunSettings(task="collect_coal", test_episodes=3), last) == 6
+    assert [rewrite_margin(n) for n in (1, 2, 8, 16)] == [1, 1, 2, 4]
+    state = {"last_attempt": {"helpers_before": {"stay_alive": "the built-in"}, "rewrite_key": "k"}}
+    for own, kept_by_the_earlier in ((11, True), (12, False)):
+        result = {"successes": own, "episodes": 16, "sources": [], "helpers_before": {"successes": 8, "episodes": 16}}
+        assert _with_helpers_before(state, result)["ranks_above"] is kept_by_the_earlier, own
+
+
 class _CallsAnUnofferedTool(ExpertModel):
     """The expert, except that its fast agent calls train_ppo itself, with a run folder of its choice."""
 
@@ -473,7 +498,8 @@ def test_a_roomy_prompt_says_before_the_round_when_a_helper_rewrite_would_not_be
                    "subtask_index": 1, "skills": {"collect_wood": wood}, "outer_iter": 0, "last_attempt": None,
                    "messages": [], "budget_steps": 5000, "env_steps_spent": 0, "code_versions": [],
                    "decomposition": {"subtask": "collect_coal", "reason": "", "sub_actions": [coal]}}
-    settings = RunSettings(out_dir=tmp_path, task="collect_coal", test_max_steps=500)
+    # 4 seeds: the plan's last subtask tests on 8
+    settings = RunSettings(out_dir=tmp_path, task="collect_coal", test_max_steps=500, test_episodes=4)
     lib = SubtaskCode(state, settings)
     said = ("A rewrite of `stay_alive` (or `explore`, `collect_drink`, `collect_food`) plays only beside the earlier "
             "one on the same seeds, and this round the budget leaves no room for both: both sets of tests at full "

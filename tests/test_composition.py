@@ -625,6 +625,7 @@ def test_a_rewritten_stay_alive_is_kept_only_where_it_gains_two_seeds_on_the_one
         helpers_not_played_text,
         max_steps_capped_text,
         report_text,
+        test_seed_count,
     )
     from nodes.state import with_update
     from prompts.fewshot import builtin_source
@@ -635,10 +636,12 @@ def test_a_rewritten_stay_alive_is_kept_only_where_it_gains_two_seeds_on_the_one
     rewrite = "def stay_alive(game):\n    \"\"\"rewritten\"\"\"\n    yield 'noop'\n"
     action = "@coded_action(max_steps=5)\ndef collect_coal(game):\n    yield from stay_alive(game)\n    yield 'do'\n"
     target = {"name": "collect_coal", "kind": "code"}
-    settings = RunSettings(out_dir=tmp_path, test_max_steps=60)
+    settings = RunSettings(out_dir=tmp_path, test_max_steps=60, test_episodes=4)
     state: dict = {"plan": [{"name": "collect_wood"}, {"name": "collect_coal"}], "subtask_index": 1,
                    "skills": {"collect_wood": wood}, "decomposition": {"sub_actions": [target]},
                    "code_versions": [], "messages": [], "results": [], "budget_steps": 100_000}
+    n = test_seed_count(settings, state)
+    assert n == 8  # the plan's last subtask tests on twice the run's seeds
 
     def write_at(at: dict, code: str):
         lib = SubtaskCode(at, settings)
@@ -650,16 +653,16 @@ def test_a_rewritten_stay_alive_is_kept_only_where_it_gains_two_seeds_on_the_one
         return write_at(state, code)
 
     _, calls = write(action)  # the built-in stay_alive: nothing to set it against
-    assert len(calls) == settings.code_test_episodes and not any(c["id"].startswith(HELPERS_BEFORE) for c in calls)
+    assert len(calls) == n and not any(c["id"].startswith(HELPERS_BEFORE) for c in calls)
     # the way back to the built-in the report gives plays the built-in: no comparison, which could only tie
     back = "def stay_alive(game):\n    yield from builtin_stay_alive(game)\n"
     _, calls = write(back + "\n\n" + action)
-    assert len(calls) == settings.code_test_episodes and not any(c["id"].startswith(HELPERS_BEFORE) for c in calls)
+    assert len(calls) == n and not any(c["id"].startswith(HELPERS_BEFORE) for c in calls)
 
     command, calls = write(rewrite + "\n\n" + action)
     own = [c for c in calls if not c["id"].startswith(HELPERS_BEFORE)]
     before = [c for c in calls if c["id"].startswith(HELPERS_BEFORE)]
-    assert len(own) == len(before) == settings.code_test_episodes
+    assert len(own) == len(before) == n
     assert [c["args"]["seed"] for c in own] == [c["args"]["seed"] for c in before]
     assert '"""rewritten"""' in own[0]["args"]["code"] and '"""rewritten"""' not in before[0]["args"]["code"]
     builtin = code_pool.definitions(builtin_source("stay_alive"))["stay_alive"]
@@ -716,7 +719,7 @@ def test_a_rewritten_stay_alive_is_kept_only_where_it_gains_two_seeds_on_the_one
     # a revision of the action alone plays the rewrite that lost, not compared again: only a better round is kept
     lost = {**current, "code_versions": state["code_versions"]}
     command, later = write_at(lost, rewrite + "\n\n" + action.replace("yield 'do'", "yield 'noop'\n    yield 'do'"))
-    assert len(later) == settings.code_test_episodes and command.update["last_attempt"]["rewrite_key"]
+    assert len(later) == n and command.update["last_attempt"]["rewrite_key"]
     for wins, kept_rate in ((5, 5 / 8), (6, 6 / 8)):
         after = {**lost, "last_attempt": command.update["last_attempt"], "messages": [
             AIMessage(content="", tool_calls=later, id=f"later{wins}"),
@@ -737,7 +740,7 @@ def test_a_rewritten_stay_alive_is_kept_only_where_it_gains_two_seeds_on_the_one
     # once per version of the rewrite: a revision of the action alone plays it as compared already
     state = {**current, "code_versions": state["code_versions"]}
     _, again = write(rewrite + "\n\n" + action.replace("yield 'do'", "yield 'noop'\n    yield 'do'"))
-    assert len(again) == settings.code_test_episodes
+    assert len(again) == n
     # compared already: nothing said of a skipped comparison, even on a budget too short for one
     compared = state
     state = {**compared, "env_steps_spent": compared["budget_steps"] - 100}
@@ -745,9 +748,9 @@ def test_a_rewritten_stay_alive_is_kept_only_where_it_gains_two_seeds_on_the_one
     assert "helpers_not_played" not in command.update["last_attempt"]
     state = compared
     _, again = write(rewrite.replace("rewritten", "rewritten again") + "\n\n" + action)
-    assert len(again) == 2 * settings.code_test_episodes  # a new version is compared
+    assert len(again) == 2 * n  # a new version is compared
     # and only while the budget leaves three more rounds of this size for its own tests
-    state = {**state, "env_steps_spent": state["budget_steps"] - 3 * 50 * settings.code_test_episodes + 1}
+    state = {**state, "env_steps_spent": state["budget_steps"] - 3 * 50 * n + 1}
     # else the one before plays alone: here the very program the last comparison ran with it, so not again
     same = _write_code(state, {}, settings, SubtaskCode(state, settings), target, {
         "code": rewrite.replace("rewritten", "rewritten anew") + "\n\n" + action, "max_steps": None}, [target],
@@ -756,7 +759,7 @@ def test_a_rewritten_stay_alive_is_kept_only_where_it_gains_two_seeds_on_the_one
     action = action.replace("yield 'do'", "yield 'do'\n    yield 'noop'")
     command, again = write(rewrite.replace("rewritten", "rewritten anew") + "\n\n" + action)
     # else the one before plays alone (an answerer set `max_steps` high to have its rewrite taken untested)
-    assert len(again) == settings.code_test_episodes and '"""rewritten anew"""' not in again[0]["args"]["code"]
+    assert len(again) == n and '"""rewritten anew"""' not in again[0]["args"]["code"]
     assert code_pool.definitions(again[0]["args"]["code"])["stay_alive"].strip() == builtin.strip()
     assert "rewrite_key" not in command.update["last_attempt"]
     assert helpers_not_played_text(command.update["last_attempt"]) == (
@@ -784,10 +787,10 @@ def test_a_rewritten_stay_alive_is_kept_only_where_it_gains_two_seeds_on_the_one
         "the fast agent resubmitted unchanged code (its rewrite of `stay_alive` (the built-in) did not play: ")
     # where both sets at their full length would not fit, a `max_steps` that lets them run and covers every test
     # run so far is taken instead (an answerer asked 5,000 where 4,820 fit, and lost its round to the built-in)
-    state = {**state, "env_steps_spent": state["budget_steps"] - 2 * 60 * settings.code_test_episodes + 1,
+    state = {**state, "env_steps_spent": state["budget_steps"] - 2 * 60 * n + 1,
              "results": []}
     command, again = write(rewrite.replace("rewritten", "rewritten once more") + "\n\n" + action)
-    assert len(again) == 2 * settings.code_test_episodes and all(c["args"]["max_steps"] == 59 for c in again)
+    assert len(again) == 2 * n and all(c["args"]["max_steps"] == 59 for c in again)
     assert command.update["last_attempt"]["max_steps"] == 59 and helpers_not_played_text(
         command.update["last_attempt"]) == ""
     assert max_steps_capped_text(command.update["last_attempt"]) == (
@@ -802,7 +805,7 @@ def test_a_rewritten_stay_alive_is_kept_only_where_it_gains_two_seeds_on_the_one
     # not where a test run so far took more steps than that: no test is cut for it, the built-in plays alone
     state = {**state, "results": [{"subtask": "collect_coal", "kind": "code", "per_seed": [{"steps": 60}]}]}
     command, again = write(rewrite.replace("rewritten", "rewritten once more") + "\n\n" + action)
-    assert len(again) == settings.code_test_episodes and all(c["args"]["max_steps"] == 60 for c in again)
+    assert len(again) == n and all(c["args"]["max_steps"] == 60 for c in again)
     assert "max_steps_capped" not in command.update["last_attempt"]
     assert helpers_not_played_text(command.update["last_attempt"]).endswith(
         ": both sets of tests at full length need 960 steps and 959 are left (a `max_steps` of 59 or less lets them "

@@ -138,7 +138,7 @@ def test_a_model_like_answerer_takes_obtain_diamond_to_a_held_out_evaluation(tmp
     texts = [m["content"] for r in seen["requests"] for m in r["messages"]]
     assert not any("characters long" in t for t in texts)
     assert any("the same seeds with the earlier `stay_alive` (the built-in) in place of yours" in t
-               and "yours did not succeed on 2 more of these seeds" in t for t in texts)
+               and "yours did not succeed on 1 more of these seeds" in t for t in texts)  # a quarter of 2 seeds
     rejected = [t[-600:] for t in texts if "Your answer was not valid" in t]
     assert not rejected, rejected
     # the critic's move stood; its failed training kept the best attempt (the code) and the run went on

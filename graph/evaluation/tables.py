@@ -94,7 +94,9 @@ RULES_VERSION = 13
 #     half of its runs did (13's count over every run was out of any chain's reach); a rewrite of a chain helper
 #     that does not succeed on 2 more of the same seeds leaves the earlier one in place; past the re-plan limit a
 #     failed subtask before the task that sometimes succeeded plays before the learned task.
-GRAPH_RULES_VERSION = 16
+# 17: the plan's last subtask of a one-achievement task tests on twice the run's seeds (nodes.fast.test_seed_count),
+#     and a chain helper's rewrite needs a quarter of the round's seeds more successes (prompts.fewshot.rewrite_margin).
+GRAPH_RULES_VERSION = 17
 METHOD_LABELS = {"rlgpt": "RL-GPT (rule-based expert)", "pure_rl": "pure RL (PPO, primitive actions)",
                  "pure_code": "pure code (coded actions, no RL)",
                  "rl_with_code": "PPO + coded actions in the action head"}

@@ -218,11 +218,13 @@ def pass_rule_text(n: int, target: float, whole_chain: bool = False) -> str:
     # the count is over the runs that reach the action: said for each number of them that may pass
     h = runs_needed_to_reach(n)
     first, *fewer = [f"{successes_needed(m, target)} of {m}" for m in range(n, h - 1, -1)]
-    return (f"the plan's last subtask, whose chain held-out play is, meets the target {target:.0%} when at least "
-            f"{h} of the {n} test runs reach your action after earlier skills and {first} of those succeed"
+    if len(fewer) > 5:  # 16 seeds: the ends say it in fewer tokens
+        fewer = [fewer[0], "...", fewer[-1]]
+    return (f"the plan's last subtask (its chain is held-out play) meets the target {target:.0%} when {h}+ of the "
+            f"{n} test runs reach your action after earlier skills and {first} of those succeed"
             + (f" (or {', '.join(fewer)})" if fewer else "") + ". Until then the round comes back to you while "
-            "revisions last, each repair needing more successes than your best round (else the critic judges, "
-            "keeping the best)")
+            "revisions last; a repair must beat your best round's successes (else the critic judges, keeping the "
+            "best)")
 
 
 def training_pass_rule_text(target: float, from_chain: bool = False) -> str:

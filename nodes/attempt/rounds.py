@@ -26,7 +26,7 @@ from nodes.attempt.results import (
 from nodes.entries import CodeVersion, DecompositionEntry, MeasuredResult, SubActionEntry, coded, learned
 from nodes.skills.pool import definitions, function_names, without_definitions
 from nodes.skills.records import prerequisite_achievements, prior_sources, replaced_names, replays_the_chain
-from prompts.fewshot import REWRITE_MARGIN
+from prompts.fewshot import rewrite_margin
 
 
 def judged_sub_action(decomposition: DecompositionEntry) -> SubActionEntry:
@@ -208,7 +208,7 @@ def _with_helpers_before(state: Mapping[str, Any], result: MeasuredResult) -> di
     """The round's code played with the chain's helpers as they stood before this subtask rewrote them, as an
     attempt of its own: the round's artefacts less the rewritten definitions (a skill made of it plays the
     helpers it had before, nodes.skills.pool.pool_of), its figures from the same seeds, and whether it ranks
-    above the round's own tests: unless the rewrite succeeded on REWRITE_MARGIN more of the same seeds, the
+    above the round's own tests: unless the rewrite succeeded on `rewrite_margin` more of the same seeds, the
     earlier helpers stay, which every skill before was tested with."""
     last = state.get("last_attempt") or {}
     helpers = dict(last.get("helpers_before") or {})
@@ -217,7 +217,8 @@ def _with_helpers_before(state: Mapping[str, Any], result: MeasuredResult) -> di
     attempt.pop("helpers_before", None)
     attempt["sources"] = [kept for source in result.get("sources") or []
                           if (kept := without_definitions(source, helpers)).strip()]
-    attempt["ranks_above"] = int(result.get("successes") or 0) < int(attempt.get("successes") or 0) + REWRITE_MARGIN
+    margin = rewrite_margin(int(result.get("episodes") or 0))
+    attempt["ranks_above"] = int(result.get("successes") or 0) < int(attempt.get("successes") or 0) + margin
     return attempt
 
 
