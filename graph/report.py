@@ -215,7 +215,7 @@ def render_markdown(report: Mapping[str, Any], pictures: Sequence[tuple[str, str
     lines += ["", "## Skills", "", f"Library: `{report['skills']['library']}`", ""]
     for k in report["skills"]["skills"]:
         lines.append(f"- {k['subtask']}: `{k['name']}` ({k['kind']}, {_pct(k['success_rate'])}{_measured(k)}"
-                     f"{', reused' if k['reused'] else ''}) "
+                     f"{', ' + k['measured_in'] if k.get('measured_in') else ''}{', reused' if k['reused'] else ''}) "
                      + (f"`{k['path']}`" if k["path"] else "(not saved: below the threshold)"))
     if pictures:
         lines += _pictures_markdown(pictures)

@@ -152,6 +152,7 @@ class SkillRecord(TypedDict, total=False):
     started: int | None
     episodes: int
     env_steps: int
+    measured_in: str | None            # the round whose attempt became the skill ('outer iteration 2, repair 1')
     passing: bool                      # reached the run's skill threshold
     reused: bool                       # taken from the library
     description: str

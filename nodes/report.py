@@ -206,7 +206,8 @@ def build_report(settings: RunSettings, state: Mapping[str, Any], wall_s: float,
         usage = state.get("usage") or {}
     skill_entries = [{"subtask": sub, "name": skill.name or None, "kind": skill.kind,
                       "success_rate": skill.success_rate, "rate_source": skill.rate_source,
-                      "episodes": skill.episodes, "passing": skill.passing, "reused": skill.reused,
+                      "episodes": skill.episodes, "measured_in": skill.measured_in,
+                      "passing": skill.passing, "reused": skill.reused,
                       "entry": skill.entry, "policy_path": skill.policy_path,
                       "path": _library_file(library, skill)}
                      for sub, skill in skills.items()]

@@ -138,3 +138,21 @@ def test_the_plans_last_subtask_is_passed_only_where_half_of_its_runs_reached_it
         "passed"
     assert _kept_status(skill.model_copy(update={"success_rate": 0.25, "started": 4, "success_given_start": 0.5}),
                         0.9, whole_chain=True) == "kept at 50% from its start, below the target"
+
+
+def test_the_report_says_which_round_became_each_skill(tmp_path):
+    """Answerers could not tell which of their rounds a skill was kept from: the skill list names it as the prompts
+    number rounds (outer iteration from 1, repairs of that decomposition from 0)."""
+    from nodes.attempt.outcome import skill_from_attempt
+
+    settings = RunSettings(task="collect coal", run_id="r4", out_dir=tmp_path)
+    attempt = {"kind": "code", "success_rate": 0.75, "episodes": 8, "steps": 900, "outer_iter": 2, "inner_iter": 1,
+               "sources": ["def collect_coal(game):\n    yield 'do'\n"], "entry": "collect_coal"}
+    skill = skill_from_attempt("collect_coal", attempt, 0.5)
+    assert skill["measured_in"] == "outer iteration 3, repair 1"
+    assert skill_from_attempt("collect_coal", {**attempt, "outer_iter": None}, 0.5)["measured_in"] is None
+    plan = [{"name": "collect_coal", "goal": "", "success_condition": ""}]
+    report = build_report(settings, {"plan": plan, "skills": {"collect_coal": skill}, "subtask_index": 1,
+                                     "report": {}}, wall_s=1.0)
+    assert "- collect_coal: `collect_coal_code` (code, 75% in code tests, outer iteration 3, repair 1)" in \
+        render_markdown(report)

@@ -24,8 +24,16 @@ def skill_from_attempt(subtask: str, attempt: MeasuredResult, threshold: float) 
         episodes=int(attempt.get("episodes") or 0), env_steps=int(attempt.get("steps") or 0),
         sources=list(attempt.get("sources") or []), entry=attempt.get("entry"),
         policy_path=attempt.get("policy_path"), rl_config=attempt.get("rl_config"),
-        passing=judged_rate(attempt) >= threshold, reused=False)
+        measured_in=round_name(attempt), passing=judged_rate(attempt) >= threshold, reused=False)
     return skill.to_state()
+
+
+def round_name(attempt: MeasuredResult) -> str | None:
+    """The round an attempt was measured in, numbered as the prompts number them ('Outer iteration 2 of 3',
+    'Repairs of this decomposition used: 1'): answerers could not tell which of their rounds became the skill."""
+    if attempt.get("outer_iter") is None:
+        return None
+    return f"outer iteration {int(attempt['outer_iter']) + 1}, repair {int(attempt.get('inner_iter') or 0)}"
 
 
 def skill_from_best(state: Mapping[str, Any], subtask: str, threshold: float) -> SkillRecord | None:

@@ -85,6 +85,8 @@ class Skill(BaseModel):
     started: int | None = Field(None, ge=0, description="of those episodes, the runs that reached this skill's "
                                                         "start (success_given_start is over them)")
     env_steps: int = Field(0, ge=0, description="environment steps spent making the skill (0 when reused)")
+    measured_in: str | None = Field(None, description="the round whose attempt became the skill, as the prompts "
+                                                      "count them: 'outer iteration 2, repair 1'")
     passing: bool = Field(False, description="its judged rate reached the run's skill threshold")
     reused: bool = Field(False, description="taken from the library: an earlier run made it")
     description: str = ""
