@@ -45,6 +45,7 @@ from nodes.attempt.results import (
     pass_rule_text,
     plays_helpers_before,
     report_of,
+    same_seed_rounds,
 )
 from nodes.attempt.rounds import (
     ends_the_chain,
@@ -440,6 +441,28 @@ def _chance_text(result: Mapping[str, Any], before: Mapping[str, Any]) -> str:
             "replays the same worlds")
 
 
+def best_round_text(state: Mapping[str, Any]) -> str:
+    """The last round set seed for seed against the best earlier round of its sub-action on the same seeds, with
+    McNemar's exact test: answerers steered each repair by a success or two on the same 16 worlds ("each verdict
+    steered the next code on noise"), told that a difference was within chance only for a rewrite's comparison.
+    Empty before a second round on these seeds, or when the last round measured nothing."""
+    result = state.get("last_result") or {}
+    earlier = [r for r in same_seed_rounds(state.get("results") or [], result) if r.get("per_seed")]
+    if not earlier or not result.get("per_seed"):
+        return ""
+    best = max(earlier, key=lambda r: int(r.get("successes") or 0))  # the first of the best: max keeps it
+    own = {e.get("seed"): bool(e.get("success")) for e in result["per_seed"]}
+    other = {e.get("seed"): bool(e.get("success")) for e in best["per_seed"]}
+    seeds = [seed for seed in own if seed in other]
+    test = mcnemar_exact([int(other[s]) for s in seeds], [int(own[s]) for s in seeds])
+    verdict = "within chance" if test["p_value"] >= 0.05 else "a difference beyond chance"
+    return (f"against your best earlier round on these {len(seeds)} seeds (outer iteration "
+            f"{int(best.get('outer_iter') or 0) + 1}, repair {int(best.get('inner_iter') or 0)}): "
+            f"{sum(own[s] for s in seeds)} against {sum(other[s] for s in seeds)} successes; paired, "
+            f"{test['only_b']} seeds only this round won and {test['only_a']} only that one (McNemar p = "
+            f"{test['p_value']:.2f}): {verdict}")
+
+
 def report_text(state: Mapping[str, Any], settings: RunSettings, room: str = COMPACT.name) -> str:
     """The last code-test round as the fast agent and the critic read it (its numbers are the round's
     result, nodes.attempt.rounds.record_round), its seeds set against the round before it of the same
@@ -460,7 +483,8 @@ def report_text(state: Mapping[str, Any], settings: RunSettings, room: str = COM
                                        compared="\n".join(filter(None, [
                                            max_steps_capped_text(state.get("last_attempt")),
                                            helpers_before_text(state.get("last_result"))
-                                           or helpers_not_played_text(state.get("last_attempt"))])))
+                                           or helpers_not_played_text(state.get("last_attempt")),
+                                           best_round_text(state) if room != COMPACT.name else ""])))
     program = next((c["args"].get("code", "") for c in last_tool_calls(messages) if c["name"] == CODE_TOOL), "")
     # a rewrite that did not run holds no line of the program
     own = without_definitions((state.get("last_attempt") or {}).get("code") or "", helpers_not_played(state))

@@ -586,3 +586,27 @@ def test_a_policy_building_block_sent_again_unchanged_is_left_out_and_the_policy
     again = write({**state, "code_versions": first.update["code_versions"],
                    "last_attempt": first.update["last_attempt"]})
     assert again.goto == "fast" and again.update["skipped_code"] == ["gather_food"]
+
+
+def test_a_repair_round_is_set_against_the_best_earlier_round_on_the_same_seeds():
+    """Answerers steered each repair by a success or two on the same worlds: a roomy report sets the round seed for
+    seed against the best earlier round on those seeds, and says whether the difference is within chance."""
+    from nodes.fast import best_round_text
+
+    seeds = list(range(900, 916))
+
+    def round_(wins: set[int], inner: int) -> dict:
+        per_seed = [{"seed": s, "success": s in wins} for s in seeds]
+        return {"kind": "code", "subtask": "collect_diamond", "sub_action": "collect_diamond", "seeds": seeds,
+                "per_seed": per_seed, "successes": len(wins), "outer_iter": 1, "inner_iter": inner}
+
+    best, worse, last = round_({900, 901, 902, 903}, 0), round_({900}, 1), round_({900, 901, 904, 905, 906}, 2)
+    state = {"results": [best, worse, last], "last_result": last}
+    assert best_round_text(state) == (
+        "against your best earlier round on these 16 seeds (outer iteration 2, repair 0): 5 against 4 successes; "
+        "paired, 3 seeds only this round won and 2 only that one (McNemar p = 1.00): within chance")
+    far = round_(set(seeds[:13]), 3)
+    assert best_round_text({"results": [worse, far], "last_result": far}).endswith("a difference beyond chance")
+    other_seeds = {**best, "seeds": [s + 100 for s in seeds]}  # another outer iteration's worlds: nothing to pair
+    assert best_round_text({"results": [other_seeds, last], "last_result": last}) == ""
+    assert best_round_text({"results": [last], "last_result": last}) == ""
