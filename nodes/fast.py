@@ -45,6 +45,7 @@ from nodes.attempt.results import (
     pass_rule_text,
     plays_helpers_before,
     report_of,
+    round_best,
     same_seed_rounds,
 )
 from nodes.attempt.rounds import (
@@ -151,9 +152,11 @@ WHOLE_CHAIN_SEED_FACTOR = 2
 
 def test_seed_count(settings: RunSettings, state: Mapping[str, Any]) -> int:
     """Code-test seeds per round of the current subtask: the run's (`code_test_episodes`), or WHOLE_CHAIN_SEED_FACTOR
-    times that where the tests replay the chain held-out play is (nodes.attempt.rounds.ends_the_chain)."""
+    times that where the tests replay the chain held-out play is (nodes.attempt.rounds.ends_the_chain) and measure
+    the subtask's code: a building block of a policy's head is only checked before its training."""
     n = settings.code_test_episodes
-    return n * WHOLE_CHAIN_SEED_FACTOR if ends_the_chain(state, settings.task) else n
+    building_block = learned((state.get("decomposition") or {}).get("sub_actions") or [])
+    return n * WHOLE_CHAIN_SEED_FACTOR if ends_the_chain(state, settings.task) and not building_block else n
 
 
 def code_test_seeds(settings: RunSettings, state: Mapping[str, Any]) -> list[int]:
@@ -394,6 +397,17 @@ def helpers_not_played_text(attempt: Mapping[str, Any] | None) -> str:
             f"which plays only beside it on the same seeds: {skipped.get('why')}")
 
 
+def compared_rewrites(state: Mapping[str, Any], lib: SubtaskCode, decomposition: DecompositionEntry) -> dict[str, str]:
+    """The chain helpers whose rewrites the live code holds as an earlier round of this subtask compared them
+    (name -> whose version stood before): the next round plays them again, not compared again, whatever the
+    budget. An answerer read "else the earlier one plays in its place" as true of a rewrite that had lost, raised
+    its `max_steps`, and had the same rewrite played again (7,416 steps)."""
+    under_test = {*tested_actions(decomposition, lib.replaced), judged_sub_action(decomposition)["name"]}
+    helpers, _ = chain_helpers_before(lib.solved, lib.pool, under_test)
+    key = helpers_compared_key(lib.pool, helpers)
+    return helpers if helpers and already_compared(state, lib.subtask, key) else {}
+
+
 def _helpers_named(helpers: Mapping[str, str]) -> str:
     """"`stay_alive` (the built-in)", one per rewritten chain helper, as the report lines name them."""
     return ", ".join(f"`{name}` ({whose})" for name, whose in helpers.items())
@@ -414,7 +428,7 @@ def helpers_before_text(result: Mapping[str, Any] | None) -> str:
                    for name, whose in helpers.items() if whose == "the built-in")
     # what this round stands for; a verdict keeps the best round of all (an answerer read "keeps your code with the
     # earlier one" as final, while an earlier round with its rewrite ranked as high and was what stayed)
-    margin = rewrite_margin(int(before.get("episodes") or 0))
+    margin = before.get("margin") or rewrite_margin(int((result or {}).get("episodes") or 0))  # the rule's
     kept = (f"yours did not succeed on {margin} more of these seeds, so this round counts as your code with "
             "the earlier one (a pass or fail keeps the best round so far; your next revision is tested with yours "
             f"again, and a round of it is kept only where it does better than the best{back})"
@@ -447,11 +461,16 @@ def best_round_text(state: Mapping[str, Any]) -> str:
     steered the next code on noise"), told that a difference was within chance only for a rewrite's comparison.
     Empty before a second round on these seeds, or when the last round measured nothing."""
     result = state.get("last_result") or {}
-    earlier = [r for r in same_seed_rounds(state.get("results") or [], result) if r.get("per_seed")]
-    if not earlier or not result.get("per_seed"):
+    if result.get("head_test"):  # a building block's test, filed under the policy's name: nothing of it to pair
+        return ""
+    # each round as a verdict keeps it (round_best: the earlier helpers' runs where a rewrite lost), as the
+    # repairs' own rule ("a repair must beat your best round's successes") counts them
+    earlier = [r for r in map(round_best, same_seed_rounds(state.get("results") or [], result)) if r.get("per_seed")]
+    last = round_best(result)
+    if not earlier or not last.get("per_seed"):
         return ""
     best = max(earlier, key=lambda r: int(r.get("successes") or 0))  # the first of the best: max keeps it
-    own = {e.get("seed"): bool(e.get("success")) for e in result["per_seed"]}
+    own = {e.get("seed"): bool(e.get("success")) for e in last["per_seed"]}
     other = {e.get("seed"): bool(e.get("success")) for e in best["per_seed"]}
     seeds = [seed for seed in own if seed in other]
     test = mcnemar_exact([int(other[s]) for s in seeds], [int(own[s]) for s in seeds])
@@ -615,7 +634,8 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCo
         "limits": {"test_seeds": n_seeds, "max_steps_per_test": lib.max_steps, "budget_left": left,
                    "revision": int(state.get("inner_iter", 0)), "max_revisions": settings.max_inner_iters,
                    "pass_rule": pass_rule_text(n_seeds, settings.target_success,
-                                               whole_chain=ends_the_chain(state, settings.task)),
+                                               whole_chain=ends_the_chain(state, settings.task),
+                                               every_count=room != COMPACT.name),
                    "max_code_chars": MAX_CODE_CHARS},
         "skill_threshold": settings.skill_threshold, "room": room,
         # for the expert (not rendered): the library's sources and the skills' entries
@@ -642,6 +662,9 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCo
         # said before the round, not only after it: an answerer read the whole budget as a round's room and
         # learned from the next report that its stay_alive rewrite had not been played against the earlier one
         judged_name = judged_sub_action(decomposition)["name"]
+        compared = compared_rewrites(state, lib, decomposition)
+        if compared:
+            context["limits"]["helpers_compared_already"] = compared
         short = compare_budget_short(state, subtask, judged_name, n_seeds, lib.max_steps)
         if short:  # the helpers a rewrite of which would be compared: not the action this round tests
             context["limits"]["helpers_compared_only_if"] = short

@@ -154,6 +154,7 @@ class FastLimits(TypedDict):
     max_code_chars: NotRequired[int]     # the longest code an answer may hold (nodes.schemas.MAX_CODE_CHARS)
     # roomy prompts: why a rewrite of a chain helper would not be played against the earlier one this round
     helpers_compared_only_if: NotRequired[str]
+    helpers_compared_already: NotRequired[dict[str, str]]  # live rewrites compared before: name -> whose stood before
     helpers_compared: NotRequired[list[str]]  # the chain helpers such a rewrite would be of (not the action tested)
     helpers_compared_cap: NotRequired[int]  # the `max_steps` a higher one is lowered to so both run (comparison_cap)
 

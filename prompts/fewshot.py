@@ -183,8 +183,14 @@ def rewrite_margin(seeds: int) -> int:
     return max(1, -(-int(seeds) // REWRITE_SHARE))
 
 
-# the rule as the prompts state it for any round ("a quarter": REWRITE_SHARE; a report gives the round's number)
-REWRITE_MARGIN_TEXT = f"a quarter of the seeds more successes ({rewrite_margin(8)} of 8)"
+def rewrite_margin_text(*seeds: int) -> str:
+    """The rule as the prompts state it for any round ("a quarter": REWRITE_SHARE), with its number for rounds of
+    `seeds` seeds: 'a quarter of the seeds more successes (2 of 8, 4 of 16)'."""
+    return f"a quarter of the seeds more successes ({', '.join(f'{rewrite_margin(n)} of {n}' for n in seeds)})"
+
+
+# in the compact prompts (the 8,000-token budget) and the slow one: a report gives a 16-seed round's number
+REWRITE_MARGIN_TEXT = rewrite_margin_text(8)
 BUILTIN_ACTIONS = (*CHAIN_HELPERS, *_SWORD_AFTER.values())
 
 

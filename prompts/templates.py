@@ -21,7 +21,14 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from envs.tasks import TASKS
 from prompts.api_reference import api_reference, api_summary
 from prompts.facts import DEFAULT_SKILL_THRESHOLD, CriticFacts, FastFacts, PlannerFacts, SlowFacts
-from prompts.fewshot import BUILTIN_ACTIONS, CHAIN_HELPERS, REWRITE_MARGIN_TEXT, builtin_alias, builtin_source
+from prompts.fewshot import (
+    BUILTIN_ACTIONS,
+    CHAIN_HELPERS,
+    REWRITE_MARGIN_TEXT,
+    builtin_alias,
+    builtin_source,
+    rewrite_margin_text,
+)
 from prompts.loader import render
 from prompts.rules import achievements, game_facts, recipes, rule_sheet
 
@@ -408,6 +415,15 @@ def _limits(limits: Mapping[str, Any] | None, mode: str) -> str:
         lines.append(f"An answer's code holds at most {limits['max_code_chars']} characters.")
     if left is not None and not round_line:
         lines.append(f"Environment steps left in the budget: {left}.")
+    already = limits.get("helpers_compared_already") or {}
+    if mode == "code" and already:
+        names = ", ".join(f"`{name}`" for name in already)
+        back = "; ".join(f"`def {name}(game): yield from {builtin_alias(name)}(game)` goes back to the built-in"
+                         for name, whose in already.items() if whose == "the built-in")
+        lines.append(f"Your rewrite of {names} loaded now was compared with the earlier one already: the next round "
+                     "plays it again as it is, not beside the earlier one and whatever `max_steps`; a round of a "
+                     "rewrite that lost is kept only where it does better than the best. Change it for a new "
+                     f"comparison" + (f", or {back}" if back else "") + ".")
     if mode == "code" and limits.get("helpers_compared_only_if"):
         first, *others = [f"`{name}`" for name in limits.get("helpers_compared") or ["stay_alive"]]
         also = f" (or {', '.join(others)})" if others else ""
@@ -415,8 +431,8 @@ def _limits(limits: Mapping[str, Any] | None, mode: str) -> str:
         lowered = (f". A round with one runs with `max_steps` at most {most:,} (a higher one is lowered to it where it "
                    "is at least half of that one and covers your longest test run so far; else the earlier one plays "
                    "in its place)." if most else " (the earlier one would play in its place).")
-        lines.append(f"A rewrite of {first}{also} plays only beside the earlier one on the same seeds, and this round "
-                     f"the budget leaves no room for both: {limits['helpers_compared_only_if']}{lowered}")
+        lines.append(f"A new rewrite of {first}{also} plays only beside the earlier one on the same seeds, and this "
+                     f"round the budget leaves no room for both: {limits['helpers_compared_only_if']}{lowered}")
     if limits.get("revision") is not None:  # per decomposition: answerers read a bare "revision 0" as a stuck count
         lines.append(f"Repairs of this decomposition used: {limits['revision']} of {limits.get('max_revisions', '?')}.")
     if mode == "code" and limits.get("pass_rule"):
@@ -424,6 +440,7 @@ def _limits(limits: Mapping[str, Any] | None, mode: str) -> str:
     rest = {k: v for k, v in limits.items()
             if k not in ("test_seeds", "max_steps_per_test", "budget_left", "pass_rule", "last_round_steps",
                          "max_code_chars", "helpers_compared_only_if", "helpers_compared", "helpers_compared_cap",
+                         "helpers_compared_already",
                          "revision",
                          "max_revisions")}
     if rest:
@@ -519,7 +536,7 @@ def _fast_system(c: FastFacts) -> str:
         # a context built by hand (tests, a plugin) may leave the threshold out: the run's default then
         threshold = c.get("skill_threshold", DEFAULT_SKILL_THRESHOLD)
         rules = render("fast_code", api_reference=api_reference(), kept_rate=f"{threshold:.0%}",
-                       rewrite_margin=REWRITE_MARGIN_TEXT)
+                       rewrite_margin=REWRITE_MARGIN_TEXT if room_of(c) is COMPACT else rewrite_margin_text(8, 16))
     else:
         rules = render("fast_rl")
     return render("fast", mode_rules=rules.rstrip(), rule_sheet=rule_sheet())

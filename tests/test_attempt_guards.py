@@ -76,6 +76,9 @@ def test_the_plans_last_subtask_tests_on_twice_the_seeds_and_a_rewrite_needs_a_q
     assert test_seed_count(settings, last) == len(set(seeds)) == 16 and all(0 <= s < 1_000_000 for s in seeds)
     assert test_seed_count(settings, middle) == len(code_test_seeds(settings, middle)) == 8
     assert test_seed_count(RunSettings(task="collect_coal", test_episodes=3), last) == 6
+    # a building block of a policy's head is only checked before the training: the run's count
+    policy = {"decomposition": {"sub_actions": [{"name": "dig", "kind": "code"}, {"name": "learn", "kind": "rl"}]}}
+    assert test_seed_count(settings, {**last, **policy}) == 8
     assert [rewrite_margin(n) for n in (1, 2, 8, 16)] == [1, 1, 2, 4]
     state = {"last_attempt": {"helpers_before": {"stay_alive": "the built-in"}, "rewrite_key": "k"}}
     for own, kept_by_the_earlier in ((11, True), (12, False)):
@@ -501,11 +504,11 @@ def test_a_roomy_prompt_says_before_the_round_when_a_helper_rewrite_would_not_be
     # 4 seeds: the plan's last subtask tests on 8
     settings = RunSettings(out_dir=tmp_path, task="collect_coal", test_max_steps=500, test_episodes=4)
     lib = SubtaskCode(state, settings)
-    said = ("A rewrite of `stay_alive` (or `explore`, `collect_drink`, `collect_food`) plays only beside the earlier "
-            "one on the same seeds, and this round the budget leaves no room for both: both sets of tests at full "
-            "length need 8,000 steps and 5,000 are left (a `max_steps` of 312 or less lets them run). A round with "
-            "one runs with `max_steps` at most 312 (a higher one is lowered to it where it is at least half of that "
-            "one and covers your longest test run so far; else the earlier one plays in its place).")
+    said = ("A new rewrite of `stay_alive` (or `explore`, `collect_drink`, `collect_food`) plays only beside the "
+            "earlier one on the same seeds, and this round the budget leaves no room for both: both sets of tests at "
+            "full length need 8,000 steps and 5,000 are left (a `max_steps` of 312 or less lets them run). A round "
+            "with one runs with `max_steps` at most 312 (a higher one is lowered to it where it is at least half of "
+            "that one and covers your longest test run so far; else the earlier one plays in its place).")
     roomy = fast_context(state, settings, lib, "code", coal, [], room="roomy")
     assert said in messages_for("fast", roomy)[-1].content
     assert "helpers_compared_cap" not in messages_for("fast", roomy)[-1].content  # said once, in words
@@ -519,7 +522,7 @@ def test_a_roomy_prompt_says_before_the_round_when_a_helper_rewrite_would_not_be
     drinking = {**state, "decomposition": {"subtask": "collect_coal", "reason": "", "sub_actions": [drink]}}
     text = messages_for("fast", fast_context(drinking, settings, SubtaskCode(drinking, settings), "code", drink, [],
                                              room="roomy"))[-1].content
-    assert "A rewrite of `stay_alive` (or `explore`, `collect_food`) plays only beside the earlier one" in text
+    assert "A new rewrite of `stay_alive` (or `explore`, `collect_food`) plays only beside the earlier one" in text
     compact = fast_context(state, settings, lib, "code", coal, [], room="compact")
     assert "plays only beside the earlier one" not in messages_for("fast", compact)[-1].content
     plenty = fast_context({**state, "budget_steps": 50_000}, settings, lib, "code", coal, [], room="roomy")
@@ -607,6 +610,11 @@ def test_a_repair_round_is_set_against_the_best_earlier_round_on_the_same_seeds(
         "paired, 3 seeds only this round won and 2 only that one (McNemar p = 1.00): within chance")
     far = round_(set(seeds[:13]), 3)
     assert best_round_text({"results": [worse, far], "last_result": far}).endswith("a difference beyond chance")
-    other_seeds = {**best, "seeds": [s + 100 for s in seeds]}  # another outer iteration's worlds: nothing to pair
+    other_seeds = {**best, "seeds": [s + 100 for s in seeds]}  # other worlds (another run seed): nothing to pair
     assert best_round_text({"results": [other_seeds, last], "last_result": last}) == ""
     assert best_round_text({"results": [last], "last_result": last}) == ""
+    head = {**last, "head_test": True}  # a policy's building block, filed under the policy's name: not paired
+    assert best_round_text({"results": [best, head], "last_result": head}) == ""
+    # a round stands for what a verdict keeps of it: its code with the earlier helpers where its rewrite lost
+    lost = {**worse, "helpers_before": {**round_({900, 901, 902, 903, 904, 905}, 1), "ranks_above": True}}
+    assert "5 against 6 successes" in best_round_text({"results": [best, lost, last], "last_result": last})

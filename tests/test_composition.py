@@ -622,6 +622,7 @@ def test_a_rewritten_stay_alive_is_kept_only_where_it_gains_two_seeds_on_the_one
     from nodes.fast import (
         _last_round_steps,
         _write_code,
+        fast_context,
         helpers_not_played_text,
         max_steps_capped_text,
         report_text,
@@ -629,6 +630,7 @@ def test_a_rewritten_stay_alive_is_kept_only_where_it_gains_two_seeds_on_the_one
     )
     from nodes.state import with_update
     from prompts.fewshot import builtin_source
+    from prompts.templates import messages_for
     from tools.run_code import run_code
 
     wood = {"name": "collect_wood", "kind": "code", "entry": "collect_wood", "passing": True, "success_rate": 1.0,
@@ -718,6 +720,16 @@ def test_a_rewritten_stay_alive_is_kept_only_where_it_gains_two_seeds_on_the_one
         assert "yours did not succeed on 2 more of these seeds" in text, text
     # a revision of the action alone plays the rewrite that lost, not compared again: only a better round is kept
     lost = {**current, "code_versions": state["code_versions"]}
+    # said before the next round, whatever the budget: the loaded rewrite plays again as it is (an answerer raised
+    # its `max_steps` to have the earlier one played, and had its losing rewrite played again)
+    roomy = fast_context(lost, settings, SubtaskCode(lost, settings), "code", target, [], room="roomy")
+    assert roomy["limits"]["helpers_compared_already"] == {"stay_alive": "the built-in"}
+    assert ("Your rewrite of `stay_alive` loaded now was compared with the earlier one already: the next round plays "
+            "it again as it is") in messages_for("fast", roomy)[-1].content
+    compact = fast_context(lost, settings, SubtaskCode(lost, settings), "code", target, [])
+    assert "helpers_compared_already" not in compact["limits"]
+    fresh = fast_context(state, settings, SubtaskCode(state, settings), "code", target, [], room="roomy")
+    assert "helpers_compared_already" not in fresh["limits"]  # the rewrite as first sent: not compared yet
     command, later = write_at(lost, rewrite + "\n\n" + action.replace("yield 'do'", "yield 'noop'\n    yield 'do'"))
     assert len(later) == n and command.update["last_attempt"]["rewrite_key"]
     for wins, kept_rate in ((5, 5 / 8), (6, 6 / 8)):

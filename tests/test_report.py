@@ -156,3 +156,7 @@ def test_the_report_says_which_round_became_each_skill(tmp_path):
                                      "report": {}}, wall_s=1.0)
     assert "- collect_coal: `collect_coal_code` (code, 75% in code tests, outer iteration 3, repair 1)" in \
         render_markdown(report)
+    # the round is one run's: the library keeps the skill without it, so a later run's reuse names none
+    library = SkillLibrary(tmp_path / "skills")
+    library.put(Skill.model_validate(skill))
+    assert library.get("collect_coal_code").measured_in is None

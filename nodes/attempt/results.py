@@ -207,8 +207,9 @@ def runs_needed_to_reach(runs: int) -> int:
     return (runs + 1) // 2
 
 
-def pass_rule_text(n: int, target: float, whole_chain: bool = False) -> str:
-    """The pass rule in plain numbers for a test round of `n` seeds (`whole_chain`: see round_passes)."""
+def pass_rule_text(n: int, target: float, whole_chain: bool = False, every_count: bool = False) -> str:
+    """The pass rule in plain numbers for a test round of `n` seeds (`whole_chain`: see round_passes); a long list
+    of counts shows its ends only, unless `every_count` (the roomy prompts: the counts are no simple ratio)."""
     if not whole_chain:
         k = successes_needed(n, target)
         chance = sum(math.comb(n, j) * target ** j * (1 - target) ** (n - j) for j in range(k, n + 1))
@@ -218,7 +219,7 @@ def pass_rule_text(n: int, target: float, whole_chain: bool = False) -> str:
     # the count is over the runs that reach the action: said for each number of them that may pass
     h = runs_needed_to_reach(n)
     first, *fewer = [f"{successes_needed(m, target)} of {m}" for m in range(n, h - 1, -1)]
-    if len(fewer) > 5:  # 16 seeds: the ends say it in fewer tokens
+    if len(fewer) > 5 and not every_count:  # 16 seeds: the ends, within the compact prompts' tokens
         fewer = [fewer[0], "...", fewer[-1]]
     return (f"the plan's last subtask (its chain is held-out play) meets the target {target:.0%} when {h}+ of the "
             f"{n} test runs reach your action after earlier skills and {first} of those succeed"

@@ -217,7 +217,8 @@ def _with_helpers_before(state: Mapping[str, Any], result: MeasuredResult) -> di
     attempt.pop("helpers_before", None)
     attempt["sources"] = [kept for source in result.get("sources") or []
                           if (kept := without_definitions(source, helpers)).strip()]
-    margin = rewrite_margin(int(result.get("episodes") or 0))
+    # the round's own seeds set the margin; kept for the report, whose paired count can be smaller (a harness failure)
+    attempt["margin"] = margin = rewrite_margin(int(result.get("episodes") or 0))
     attempt["ranks_above"] = int(result.get("successes") or 0) < int(attempt.get("successes") or 0) + margin
     return attempt
 

@@ -269,8 +269,10 @@ class SkillLibrary:
             old = index.get(skill.name)
             if keep_best and old is not None and float(old.get("success_rate", 0.0)) > skill.success_rate:
                 return False
-            # files hold the code and the weights; passing/reused describe one run's use of the skill
-            record = skill.model_dump(mode="json", exclude={"sources", "policy_path", "passing", "reused"})
+            # files hold the code and the weights; passing, reused and the round that made it (measured_in) describe
+            # one run's use of the skill
+            record = skill.model_dump(mode="json",
+                                      exclude={"sources", "policy_path", "passing", "reused", "measured_in"})
             if source is not None:
                 rel = f"code/{skill.name}.py"
                 _atomic_write(self.path / rel, source.encode("utf-8"))

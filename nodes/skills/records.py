@@ -37,7 +37,8 @@ def reuse_skill(settings: RunSettings, subtask: str) -> SkillRecord | None:
     if skill is None:
         return None
     # this run spent nothing on it, and the library keeps only passing skills worth reusing
-    return skill.model_copy(update={"task": subtask, "env_steps": 0, "reused": True, "passing": True}).to_state()
+    return skill.model_copy(update={"task": subtask, "env_steps": 0, "reused": True, "passing": True,
+                                    "measured_in": None}).to_state()
 
 
 def needed_before(subtask: str | None, earlier: list[str], whole_chain: bool = False) -> list[str]:
