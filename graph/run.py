@@ -85,7 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-max-steps", type=int, metavar="N",
                    help="primitive steps per held-out episode (default: the task's own step limit)")
     p.add_argument("--test-episodes", type=int, metavar="N",
-                   help=f"code-test seeds per measurement (default: min({CODE_TEST_EPISODES}, eval episodes))")
+                   help=f"code-test seeds per measurement (default: min({CODE_TEST_EPISODES}, eval episodes); twice "
+                        "that for the plan's last subtask of a one-achievement task, which replays the whole chain)")
     p.add_argument("--test-max-steps", type=int, metavar="N",
                    help="primitive steps per code test (default: the subtask's own step limit)")
     p.add_argument("--target-success", type=float, metavar="P",

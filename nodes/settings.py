@@ -66,7 +66,8 @@ class RunSettings(BaseModel):
         description="environment steps one PPO training of a learned sub-action may use (capped by the budget)")
     test_episodes: int | None = Field(
         None, ge=1, le=1_000,
-        description=f"code-test seeds per measurement (default: min({CODE_TEST_EPISODES}, eval_episodes))")
+        description=f"code-test seeds per measurement (default: min({CODE_TEST_EPISODES}, eval_episodes)); twice "
+                    "as many for the plan's last subtask of a one-achievement task, which replays the whole chain")
     test_max_steps: int | None = Field(
         None, ge=1, le=10_000, description="primitive steps per code test (default: the subtask's own step limit)")
     eval_max_steps: int | None = Field(

@@ -349,7 +349,7 @@ def repair_stalls(results: Sequence[Mapping[str, Any]], result: Mapping[str, Any
     round of its outer iteration on the same seeds), does not pass, ran without an error (the error report is
     what a repair needs) and scores no more successes over all its runs than the best earlier round on the
     same seeds (each as a verdict keeps it: round_best). Its chain's rate sits far below any whole-chain target,
-    and more rounds on the same 8 worlds tune to those worlds (answerers spent 40,000-70,000 steps so)."""
+    and more rounds on the same worlds tune to those worlds (answerers spent 40,000-70,000 steps so)."""
     if not whole_chain or not 1 <= repair < max_repairs or result.get("errors"):
         return False
     earlier = same_seed_rounds(results, result)
