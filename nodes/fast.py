@@ -474,7 +474,10 @@ def best_round_text(state: Mapping[str, Any]) -> str:
     other = {e.get("seed"): bool(e.get("success")) for e in best["per_seed"]}
     seeds = [seed for seed in own if seed in other]
     test = mcnemar_exact([int(other[s]) for s in seeds], [int(own[s]) for s in seeds])
-    verdict = "within chance" if test["p_value"] >= 0.05 else "a difference beyond chance"
+    # the worlds replay exactly, so a seed that changed is the code's doing; chance is about other worlds (an
+    # answerer read "within chance" as noise in the tests themselves and undid two rounds of sound edits)
+    verdict = ("within chance: each seed that changed is your code's doing, but on other worlds the two may rank "
+               "either way" if test["p_value"] >= 0.05 else "a difference beyond chance")
     return (f"against your best earlier round on these {len(seeds)} seeds (outer iteration "
             f"{int(best.get('outer_iter') or 0) + 1}, repair {int(best.get('inner_iter') or 0)}): "
             f"{sum(own[s] for s in seeds)} against {sum(other[s] for s in seeds)} successes; paired, "

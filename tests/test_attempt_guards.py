@@ -607,7 +607,8 @@ def test_a_repair_round_is_set_against_the_best_earlier_round_on_the_same_seeds(
     state = {"results": [best, worse, last], "last_result": last}
     assert best_round_text(state) == (
         "against your best earlier round on these 16 seeds (outer iteration 2, repair 0): 5 against 4 successes; "
-        "paired, 3 seeds only this round won and 2 only that one (McNemar p = 1.00): within chance")
+        "paired, 3 seeds only this round won and 2 only that one (McNemar p = 1.00): within chance: each seed that "
+        "changed is your code's doing, but on other worlds the two may rank either way")
     far = round_(set(seeds[:13]), 3)
     assert best_round_text({"results": [worse, far], "last_result": far}).endswith("a difference beyond chance")
     other_seeds = {**best, "seeds": [s + 100 for s in seeds]}  # other worlds (another run seed): nothing to pair
