@@ -55,10 +55,9 @@ from prompts.templates import messages_for
 
 # result fields the critic is not shown: the artefacts, the per-seed detail, and the rate's label
 # and what differs between two runs of the same answers (a recorded run must replay: nodes.models.recording)
-# helpers_before: the report says it in a line (nodes.fast.helpers_before_text); helpers_key, ranks_above, margin:
-# bookkeeping
+# helpers_before: the report says it in a line (nodes.fast.helpers_before_text); helpers_key, ranks_above: bookkeeping
 HIDDEN_FROM_CRITIC = ("sources", "rl_config", "per_seed", "rate_source", "policy_path", "run_dir", "wall_time_s",
-                      "helpers_before", "helpers_key", "ranks_above", "margin")
+                      "helpers_before", "helpers_key", "ranks_above")
 
 
 def _best_by_kind(results: list[MeasuredResult], subtask: str, given_start: bool = False) -> dict[str, float]:

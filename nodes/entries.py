@@ -72,7 +72,7 @@ class MeasuredResult(TypedDict, total=False):
     per_seed: list[dict[str, Any]]     # seed, success, steps, failure, ended, death_cause, inventory_after
     head_test: bool                    # a building block of a policy's head, tested before training (never kept)
     # the same seeds with the chain's helpers before this subtask's rewrite (nodes.attempt.rounds.record_round):
-    # a result of its own, with `ranks_above`, the `margin` it was judged by and `helpers` (name -> whose version)
+    # a result of its own, with `ranks_above` and `helpers` (name -> whose version it played)
     helpers_before: dict[str, Any]
     # the chain's helpers a round played in place of this subtask's rewrites, which the budget left no room to
     # compare (nodes.fast._write_code): name -> whose version it played; `sources` hold no rewrite of them

@@ -49,6 +49,7 @@ from nodes.attempt.results import (
     same_seed_rounds,
 )
 from nodes.attempt.rounds import (
+    comparison_margin,
     ends_the_chain,
     helpers_not_played,
     judged_functions,
@@ -105,7 +106,7 @@ from nodes.skills.records import (
 from nodes.starts import STARTS_FOLDER, chain_starts, starts_text, write_start_set
 from nodes.state import AttemptState, current_decomposition, log_lengths, with_update
 from prompts.facts import FastFacts, RLFacts
-from prompts.fewshot import examples_for, rewrite_margin
+from prompts.fewshot import examples_for, way_back_to_builtin
 from prompts.templates import COMPACT, PROMPT_ROOMS, messages_for
 from rl.stats import mcnemar_exact
 from sandbox.lint import MAX_SOURCE_CHARS
@@ -397,12 +398,12 @@ def helpers_not_played_text(attempt: Mapping[str, Any] | None) -> str:
             f"which plays only beside it on the same seeds: {skipped.get('why')}")
 
 
-def compared_rewrites(state: Mapping[str, Any], lib: SubtaskCode, decomposition: DecompositionEntry) -> dict[str, str]:
+def compared_rewrites(state: Mapping[str, Any], lib: SubtaskCode, under_test: Collection[str]) -> dict[str, str]:
     """The chain helpers whose rewrites the live code holds as an earlier round of this subtask compared them
-    (name -> whose version stood before): the next round plays them again, not compared again, whatever the
-    budget. An answerer read "else the earlier one plays in its place" as true of a rewrite that had lost, raised
-    its `max_steps`, and had the same rewrite played again (7,416 steps)."""
-    under_test = {*tested_actions(decomposition, lib.replaced), judged_sub_action(decomposition)["name"]}
+    (name -> whose version stood before; `under_test`: the actions the round judges, no rewrite of theirs): the
+    next round plays them again, not compared again, whatever the budget. An answerer read "else the earlier one
+    plays in its place" as true of a rewrite that had lost, raised its `max_steps`, and had the same rewrite played
+    again (7,416 steps)."""
     helpers, _ = chain_helpers_before(lib.solved, lib.pool, under_test)
     key = helpers_compared_key(lib.pool, helpers)
     return helpers if helpers and already_compared(state, lib.subtask, key) else {}
@@ -424,11 +425,10 @@ def helpers_before_text(result: Mapping[str, Any] | None) -> str:
     figures = f"{before.get('successes', 0)} of {before.get('episodes', 0)} succeeded"
     if before.get("prerequisites"):
         figures += f", {before.get('started', 0)} reached your action"
-    back = "".join(f"; `def {name}(game): yield from {builtin_alias(name)}(game)` goes back to the built-in"
-                   for name, whose in helpers.items() if whose == "the built-in")
+    back = "".join(f"; {way_back_to_builtin(name)}" for name, whose in helpers.items() if whose == "the built-in")
     # what this round stands for; a verdict keeps the best round of all (an answerer read "keeps your code with the
     # earlier one" as final, while an earlier round with its rewrite ranked as high and was what stayed)
-    margin = before.get("margin") or rewrite_margin(int((result or {}).get("episodes") or 0))  # the rule's
+    margin = comparison_margin(result or {})
     kept = (f"yours did not succeed on {margin} more of these seeds, so this round counts as your code with "
             "the earlier one (a pass or fail keeps the best round so far; your next revision is tested with yours "
             f"again, and a round of it is kept only where it does better than the best{back})"
@@ -438,15 +438,25 @@ def helpers_before_text(result: Mapping[str, Any] | None) -> str:
         result or {}, before)
 
 
+def _paired(result: Mapping[str, Any], other: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]] | None:
+    """Two rounds' runs on the seeds both have: those seeds and McNemar's exact test, `only_b` the seeds only
+    `result` won, `only_a` those only `other` won and `a`/`b` their successes there; None without a shared seed."""
+    own = {e.get("seed"): int(bool(e.get("success"))) for e in result.get("per_seed") or []}
+    theirs = {e.get("seed"): int(bool(e.get("success"))) for e in other.get("per_seed") or []}
+    seeds = [seed for seed in own if seed in theirs]
+    if not seeds:
+        return None
+    a, b = [theirs[s] for s in seeds], [own[s] for s in seeds]
+    return seeds, {**mcnemar_exact(a, b), "a": sum(a), "b": sum(b)}
+
+
 def _chance_text(result: Mapping[str, Any], before: Mapping[str, Any]) -> str:
     """'; on these 8 seeds the two are within chance (...)' where the paired seeds cannot tell the two versions
     apart: an answerer spent about 40,000 steps on rewrites of `stay_alive` one seed apart, told so only later."""
-    own = {e.get("seed"): bool(e.get("success")) for e in result.get("per_seed") or []}
-    other = {e.get("seed"): bool(e.get("success")) for e in before.get("per_seed") or []}
-    seeds = [seed for seed in own if seed in other]
-    if not seeds:
+    paired = _paired(result, before)
+    if paired is None:
         return ""
-    test = mcnemar_exact([int(other[s]) for s in seeds], [int(own[s]) for s in seeds])
+    seeds, test = paired
     if test["p_value"] < 0.05:
         return ""
     where = "this seed" if len(seeds) == 1 else f"these {len(seeds)} seeds"
@@ -466,21 +476,20 @@ def best_round_text(state: Mapping[str, Any]) -> str:
     # each round as a verdict keeps it (round_best: the earlier helpers' runs where a rewrite lost), as the
     # repairs' own rule ("a repair must beat your best round's successes") counts them
     earlier = [r for r in map(round_best, same_seed_rounds(state.get("results") or [], result)) if r.get("per_seed")]
-    last = round_best(result)
-    if not earlier or not last.get("per_seed"):
+    if not earlier:
         return ""
     best = max(earlier, key=lambda r: int(r.get("successes") or 0))  # the first of the best: max keeps it
-    own = {e.get("seed"): bool(e.get("success")) for e in last["per_seed"]}
-    other = {e.get("seed"): bool(e.get("success")) for e in best["per_seed"]}
-    seeds = [seed for seed in own if seed in other]
-    test = mcnemar_exact([int(other[s]) for s in seeds], [int(own[s]) for s in seeds])
+    paired = _paired(round_best(result), best)
+    if paired is None:
+        return ""
+    seeds, test = paired
     # the worlds replay exactly, so a seed that changed is the code's doing; chance is about other worlds (an
     # answerer read "within chance" as noise in the tests themselves and undid two rounds of sound edits)
     verdict = ("within chance: each seed that changed is your code's doing, but on other worlds the two may rank "
                "either way" if test["p_value"] >= 0.05 else "a difference beyond chance")
     return (f"against your best earlier round on these {len(seeds)} seeds (outer iteration "
             f"{int(best.get('outer_iter') or 0) + 1}, repair {int(best.get('inner_iter') or 0)}): "
-            f"{sum(own[s] for s in seeds)} against {sum(other[s] for s in seeds)} successes; paired, "
+            f"{test['b']} against {test['a']} successes; paired, "
             f"{test['only_b']} seeds only this round won and {test['only_a']} only that one (McNemar p = "
             f"{test['p_value']:.2f}): {verdict}")
 
@@ -665,7 +674,8 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCo
         # said before the round, not only after it: an answerer read the whole budget as a round's room and
         # learned from the next report that its stay_alive rewrite had not been played against the earlier one
         judged_name = judged_sub_action(decomposition)["name"]
-        compared = compared_rewrites(state, lib, decomposition)
+        under_test = {*tested_actions(decomposition, lib.replaced), judged_name}  # as chain_helpers_before
+        compared = compared_rewrites(state, lib, under_test)
         if compared:
             context["limits"]["helpers_compared_already"] = compared
         short = compare_budget_short(state, subtask, judged_name, n_seeds, lib.max_steps)
@@ -674,7 +684,6 @@ def fast_context(state: Mapping[str, Any], settings: RunSettings, lib: SubtaskCo
             cap = comparison_cap(state, subtask, judged_name, n_seeds, lib.max_steps)  # what a higher one is lowered to
             if cap is not None:
                 context["limits"]["helpers_compared_cap"] = cap
-            under_test = {*tested_actions(decomposition, lib.replaced), judged_name}  # as chain_helpers_before
             context["limits"]["helpers_compared"] = [name for name in sorted(CHAIN_HELPERS, key="stay_alive".__ne__)
                                                      if name not in under_test]
     if mode == "rl":

@@ -178,6 +178,11 @@ CHAIN_HELPERS = ("explore", "stay_alive", "collect_drink", "collect_food")
 REWRITE_SHARE = 4
 
 
+def way_back_to_builtin(name: str) -> str:
+    """How a model goes back to a built-in chain helper it rewrote, as reports and prompts say it."""
+    return f"`def {name}(game): yield from {builtin_alias(name)}(game)` goes back to the built-in"
+
+
 def rewrite_margin(seeds: int) -> int:
     """The successes more than the earlier helper's a rewrite needs on a round of `seeds` seeds: 2 of 8, 4 of 16."""
     return max(1, -(-int(seeds) // REWRITE_SHARE))

@@ -28,6 +28,7 @@ from prompts.fewshot import (
     builtin_alias,
     builtin_source,
     rewrite_margin_text,
+    way_back_to_builtin,
 )
 from prompts.loader import render
 from prompts.rules import achievements, game_facts, recipes, rule_sheet
@@ -418,8 +419,7 @@ def _limits(limits: Mapping[str, Any] | None, mode: str) -> str:
     already = limits.get("helpers_compared_already") or {}
     if mode == "code" and already:
         names = ", ".join(f"`{name}`" for name in already)
-        back = "; ".join(f"`def {name}(game): yield from {builtin_alias(name)}(game)` goes back to the built-in"
-                         for name, whose in already.items() if whose == "the built-in")
+        back = "; ".join(way_back_to_builtin(name) for name, whose in already.items() if whose == "the built-in")
         lines.append(f"Your rewrite of {names} loaded now was compared with the earlier one already: the next round "
                      "plays it again as it is, not beside the earlier one and whatever `max_steps`; a round of a "
                      "rewrite that lost is kept only where it does better than the best. Change it for a new "

@@ -208,7 +208,7 @@ def _with_helpers_before(state: Mapping[str, Any], result: MeasuredResult) -> di
     """The round's code played with the chain's helpers as they stood before this subtask rewrote them, as an
     attempt of its own: the round's artefacts less the rewritten definitions (a skill made of it plays the
     helpers it had before, nodes.skills.pool.pool_of), its figures from the same seeds, and whether it ranks
-    above the round's own tests: unless the rewrite succeeded on `rewrite_margin` more of the same seeds, the
+    above the round's own tests: unless the rewrite succeeded on `comparison_margin` more of the same seeds, the
     earlier helpers stay, which every skill before was tested with."""
     last = state.get("last_attempt") or {}
     helpers = dict(last.get("helpers_before") or {})
@@ -217,10 +217,15 @@ def _with_helpers_before(state: Mapping[str, Any], result: MeasuredResult) -> di
     attempt.pop("helpers_before", None)
     attempt["sources"] = [kept for source in result.get("sources") or []
                           if (kept := without_definitions(source, helpers)).strip()]
-    # the round's own seeds set the margin; kept for the report, whose paired count can be smaller (a harness failure)
-    attempt["margin"] = margin = rewrite_margin(int(result.get("episodes") or 0))
-    attempt["ranks_above"] = int(result.get("successes") or 0) < int(attempt.get("successes") or 0) + margin
+    attempt["ranks_above"] = (int(result.get("successes") or 0)
+                              < int(attempt.get("successes") or 0) + comparison_margin(result))
     return attempt
+
+
+def comparison_margin(result: Mapping[str, Any]) -> int:
+    """The successes more a round's chain-helper rewrite needs than the helpers before it: set by the round's own
+    seeds (the paired count the report shows can be smaller, after a harness failure)."""
+    return rewrite_margin(int(result.get("episodes") or 0))
 
 
 MEASURE_FIELDS = ("subtask", "sub_action", "kind", "success_rate", "episodes", "started", "success_given_start",
