@@ -63,6 +63,7 @@ class MeasuredResult(TypedDict, total=False):
     # -- code tests (nodes.attempt.results.summarise_code_runs) --
     successes: int
     prerequisites: list[str]           # achievements the replayed prefix must unlock first
+    replayed: list[str]                # the earlier skills the tests played first, in plan order
     started: int                       # runs that reached the judged sub-action
     started_successes: int
     success_given_start: float | None  # the rate over those runs (None: none reached it)
@@ -153,6 +154,7 @@ class SkillRecord(TypedDict, total=False):
     episodes: int
     env_steps: int
     measured_in: str | None            # the round whose attempt became the skill ('outer iteration 2, repair 1')
+    replayed: list[str] | None         # code: the earlier skills its tests played first (None: not recorded)
     passing: bool                      # reached the run's skill threshold
     reused: bool                       # taken from the library
     description: str

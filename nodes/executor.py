@@ -150,7 +150,7 @@ def _load_chain(plan: Sequence[Mapping[str, Any]], skills: Mapping[str, SkillLik
                 unloaded: list[str] | None = None, whole_chain: bool = False) -> list[_ChainStep]:
     """The skills in plan order, each coded one played with the library as the latest code test that played it
     had it (nodes.skills.pool.pool_of: a later definition replaces an earlier one). That is its own test, or
-    the test of a later passing coded skill that replayed it first (nodes.skills.records.needed_before): a
+    the test of a later passing coded skill that replayed it first (`_replayed_by`): a
     stay_alive or helper the diamond's code rewrites then plays in every skill its tests replayed, as the
     fast agent's prompt says. A skill that is not passing (a best attempt cut short by a limit) changes only
     its own play and the later skills'.
@@ -159,8 +159,8 @@ def _load_chain(plan: Sequence[Mapping[str, Any]], skills: Mapping[str, SkillLik
     as it stood at its own place in the plan, and the skills that did not meet the `target` play last
     (`score_play_order`). A score plan's skill that does not load is left out, said in `unloaded`: the plan's
     other achievements do not need it; a chain's stops the load (ValueError). `whole_chain`: `plan` is the run's
-    whole plan (not cut at a subtask without a skill), so its last skill's tests, made in this run, replayed
-    every earlier skill (nodes.skills.records.replays_the_chain)."""
+    whole plan (not cut at a subtask without a skill), so its last skill's tests, made in this run before graph
+    rules 18 recorded what tests replayed, replayed every earlier skill (nodes.skills.records.replays_the_chain)."""
     names = [sub["name"] for sub in plan]
     loaded = [Skill.model_validate(skills[name]) for name in names]
     records = [s.to_state() for s in loaded]
@@ -185,9 +185,8 @@ def _load_chain(plan: Sequence[Mapping[str, Any]], skills: Mapping[str, SkillLik
         tested_last = i
         if not score:
             last = len(names) - 1
-            tested_last = next((k for k in range(last, i, -1)
-                                if loaded[k].kind == "code" and loaded[k].passing and name in needed_before(
-                                    names[k], names[:k], whole_chain and k == last and not loaded[k].reused)), i)
+            tested_last = next((k for k in range(last, i, -1) if loaded[k].kind == "code" and loaded[k].passing
+                                and name in _replayed_by(loaded[k], names[k], names[:k], whole_chain and k == last)), i)
         earlier = [n for n in played[:place] if n in prerequisites(name)] if score else names[:i]
         try:
             chain.append(_ChainStep(name, skill, seed, earlier=earlier, pool=pools[tested_last],
@@ -199,6 +198,18 @@ def _load_chain(plan: Sequence[Mapping[str, Any]], skills: Mapping[str, SkillLik
                 raise
             unloaded.append(str(exc))
     return chain
+
+
+def _replayed_by(skill: Skill, subtask: str, earlier: list[str], last_of_the_chain: bool) -> list[str]:
+    """The earlier skills of the plan (`earlier`) that `skill`'s code tests played first: as its record says
+    (`Skill.replayed`, graph rules 18 on), else as the rules it was made under chose them (the recipe's needs; all
+    for the plan's last subtask). A skill from the library was tested in another run, on that run's plan: its
+    recipe's needs are what this plan surely shares."""
+    if skill.reused:
+        return needed_before(subtask, earlier)
+    if skill.replayed is not None:
+        return [name for name in earlier if name in skill.replayed]
+    return needed_before(subtask, earlier, last_of_the_chain)
 
 
 def _further(a: EpisodeRecord, b: EpisodeRecord) -> bool:

@@ -194,7 +194,7 @@ def rewrite_margin_text(*seeds: int) -> str:
     return f"a quarter of the seeds more successes ({', '.join(f'{rewrite_margin(n)} of {n}' for n in seeds)})"
 
 
-# in the compact prompts (the 8,000-token budget) and the slow one: a report gives a 16-seed round's number
+# in the compact fast prompt (the 8,000-token budget): a report gives a 16-seed round's number
 REWRITE_MARGIN_TEXT = rewrite_margin_text(8)
 BUILTIN_ACTIONS = (*CHAIN_HELPERS, *_SWORD_AFTER.values())
 

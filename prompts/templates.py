@@ -219,7 +219,7 @@ def _render_slow(c: SlowFacts) -> str:
                  "replaces it in this subtask's tests and, once kept, in later subtasks; a coded decomposition's "
                  "new stay_alive, explore, collect_food or collect_drink is tested beside the earlier one on the "
                  "same seeds once per version (budget short: the earlier alone); yours is kept with "
-                 f"{REWRITE_MARGIN_TEXT})",
+                 f"{rewrite_margin_text(8, 16)})",
                  ", ".join(name + (f" (written anew for {rewritten[name]})" if name in rewritten else "")
                            for name in BUILTIN_ACTIONS)),
         _section("Moved to rl by the graph", forced and (

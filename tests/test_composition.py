@@ -108,6 +108,24 @@ def test_held_out_play_plays_an_unneeded_earlier_skill_with_the_last_skills_help
             step.close()
 
 
+def test_held_out_play_follows_the_earlier_skills_a_skills_tests_recorded_as_replayed():
+    """Graph rules 18: a middle subtask's tests replay every earlier skill too, and its record says which
+    (`Skill.replayed`); held-out play plays each earlier skill with the library of the latest passing test that
+    replayed it. A record made before (no `replayed`) goes by the recipe, as its tests did."""
+    plan = ["collect_sapling", "defeat_zombie", "collect_wood"]  # defeat_zombie needs nothing by recipe
+    skills = {name: _skill(k, name, None) for k, name in enumerate(plan)}
+    skills["collect_wood"]["passing"] = False  # a best attempt cut short: it changes only its own play
+    recorded = dict(skills, defeat_zombie=dict(skills["defeat_zombie"], replayed=["collect_sapling"]))
+    for records, sapling_plays_skill_1 in ((recorded, True), (skills, False)):
+        chain = _load_chain([{"name": n} for n in plan], records, seed=0, whole_chain=True)
+        try:
+            assert ["helper of skill 1" in step.source for step in chain] == [sapling_plays_skill_1, True, False]
+            assert "helper of skill 2" in chain[2].source
+        finally:
+            for step in chain:
+                step.close()
+
+
 def test_a_code_rl_code_cycle_adds_nothing_to_the_library():
     name = "collect_coal"
     code = _written(0, name, None)

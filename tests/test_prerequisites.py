@@ -1,8 +1,9 @@
-"""A subtask is tested from its own prerequisites, and its code is judged on the runs that reached it.
+"""A subtask is tested after the earlier skills held-out play puts before it, and its code is judged on the runs
+that reached it.
 
-Deep in the diamond chain, a code test replays the solved skills before the subtask. Replaying skills
-the subtask does not need (iron before the furnace) or counting deaths in the prefix against the
-subtask's code made the critic move working code to RL. No environment steps here.
+Deep in the diamond chain, a code test replays the solved skills before the subtask: in a one-achievement
+task's plan all of them, as held-out play chains them; in a score plan what the subtask needs. Counting deaths
+in the prefix against the subtask's code made the critic move working code to RL. No environment steps here.
 """
 
 from __future__ import annotations
@@ -25,8 +26,23 @@ def _state_at(subtask: str) -> dict:
     return {"plan": plan, "subtask_index": index, "skills": skills}
 
 
-def test_a_subtask_replays_only_the_solved_skills_it_depends_on():
+def test_in_a_one_achievement_tasks_plan_every_subtask_replays_every_earlier_skill():
+    """Held-out play chains the plan: the furnace comes after the iron there, so its tests replay the iron too
+    (graph rules 18). A furnace tested at step 40 met no hunger and no night; after the iron it met both."""
     assert IRON_PICKAXE_PLAN.index("collect_iron") < IRON_PICKAXE_PLAN.index("place_furnace")
+    for subtask in IRON_PICKAXE_PLAN:
+        state = {**_state_at(subtask), "task": "make_iron_pickaxe"}
+        index = IRON_PICKAXE_PLAN.index(subtask)
+        assert [p["subtask"] for p in prior_sources(state)] == IRON_PICKAXE_PLAN[:index]
+        assert prerequisite_achievements(state) == IRON_PICKAXE_PLAN[:index]
+    # a score plan passes over a step that fails: a subtask there replays only what its recipe needs
+    furnace = {**_state_at("place_furnace"), "task": "crafter_score"}
+    assert [p["subtask"] for p in prior_sources(furnace)] == ["collect_wood", "place_table", "make_wood_pickaxe",
+                                                              "collect_stone"]
+
+
+def test_without_a_task_a_subtask_replays_only_the_solved_skills_it_depends_on():
+    """A plan built by hand, with no task to say whether held-out play chains it, keeps the recipe's needs."""
     furnace = [p["subtask"] for p in prior_sources(_state_at("place_furnace"))]
     assert furnace == ["collect_wood", "place_table", "make_wood_pickaxe", "collect_stone"]
     iron = [p["subtask"] for p in prior_sources(_state_at("collect_iron"))]
@@ -45,10 +61,6 @@ def test_the_plans_last_subtask_replays_every_earlier_skill_as_held_out_play_cha
               for n in plan_names[:-1]}
     last = {"plan": plan, "subtask_index": len(plan) - 1, "skills": skills, "task": "defeat_skeleton"}
     assert [p["subtask"] for p in prior_sources(last)] == plan_names[:-1]
-    # not the last: only what the recipe needs (the sword needs the table, its pickaxe's wood and stone)
-    sword = {**last, "subtask_index": 4}
-    assert [p["subtask"] for p in prior_sources(sword)] == ["collect_wood", "place_table", "make_wood_pickaxe",
-                                                            "collect_stone"]
     # a score plan passes over a step that fails: its last subtask replays only its own needs
     assert prior_sources({**last, "task": "crafter_score"}) == []
     # the same rule without a task (a plan built by hand) keeps the recipe's needs

@@ -96,7 +96,10 @@ RULES_VERSION = 13
 #     failed subtask before the task that sometimes succeeded plays before the learned task.
 # 17: the plan's last subtask of a one-achievement task tests on twice the run's seeds (nodes.fast.test_seed_count),
 #     and a chain helper's rewrite needs a quarter of the round's seeds more successes (prompts.fewshot.rewrite_margin).
-GRAPH_RULES_VERSION = 17
+# 18: in a one-achievement task's plan every subtask's code tests replay every earlier skill, as held-out play chains
+#     them, not only what the recipe needs (nodes.skills.records.replays_earlier_skills); a skill records what its
+#     tests replayed (Skill.replayed), which held-out play follows.
+GRAPH_RULES_VERSION = 18
 METHOD_LABELS = {"rlgpt": "RL-GPT (rule-based expert)", "pure_rl": "pure RL (PPO, primitive actions)",
                  "pure_code": "pure code (coded actions, no RL)",
                  "rl_with_code": "PPO + coded actions in the action head"}

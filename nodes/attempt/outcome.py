@@ -24,7 +24,8 @@ def skill_from_attempt(subtask: str, attempt: MeasuredResult, threshold: float) 
         episodes=int(attempt.get("episodes") or 0), env_steps=int(attempt.get("steps") or 0),
         sources=list(attempt.get("sources") or []), entry=attempt.get("entry"),
         policy_path=attempt.get("policy_path"), rl_config=attempt.get("rl_config"),
-        measured_in=round_name(attempt), passing=judged_rate(attempt) >= threshold, reused=False)
+        measured_in=round_name(attempt), replayed=attempt.get("replayed"),
+        passing=judged_rate(attempt) >= threshold, reused=False)
     return skill.to_state()
 
 

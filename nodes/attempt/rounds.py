@@ -162,6 +162,8 @@ def record_round(state: Mapping[str, Any]) -> tuple[dict[str, Any], MeasuredResu
     judged = judged_sub_action(state["decomposition"])
     result.update({"subtask": subtask, "sub_action": judged["name"], "outer_iter": state.get("outer_iter", 0),
                    "inner_iter": state.get("inner_iter", 0), **_artefacts(state, messages, result, judged)})
+    if result["kind"] == "code":  # what held-out play replays with this round's library (nodes.executor._load_chain)
+        result["replayed"] = [p["subtask"] for p in prior_sources(state) if p.get("main")]
     if result.get("helpers_before"):
         result["helpers_before"] = _with_helpers_before(state, result)
     not_played = helpers_not_played(state)

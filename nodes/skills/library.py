@@ -87,6 +87,9 @@ class Skill(BaseModel):
     env_steps: int = Field(0, ge=0, description="environment steps spent making the skill (0 when reused)")
     measured_in: str | None = Field(None, description="the round whose attempt became the skill, as the prompts "
                                                       "count them: 'outer iteration 2, repair 1'")
+    replayed: list[str] | None = Field(None, description="code: the earlier skills of the plan its tests played first, "
+                                                        "in plan order (None: not recorded, made before graph "
+                                                        "rules 18; nodes.executor then goes by the recipe)")
     passing: bool = Field(False, description="its judged rate reached the run's skill threshold")
     reused: bool = Field(False, description="taken from the library: an earlier run made it")
     description: str = ""
@@ -269,10 +272,12 @@ class SkillLibrary:
             old = index.get(skill.name)
             if keep_best and old is not None and float(old.get("success_rate", 0.0)) > skill.success_rate:
                 return False
-            # files hold the code and the weights; passing, reused and the round that made it (measured_in) describe
+            # files hold the code and the weights; passing, reused, the round that made it (measured_in) and the
+            # skills its tests replayed (replayed, of this run's plan) describe
             # one run's use of the skill
             record = skill.model_dump(mode="json",
-                                      exclude={"sources", "policy_path", "passing", "reused", "measured_in"})
+                                      exclude={"sources", "policy_path", "passing", "reused", "measured_in",
+                                               "replayed"})
             if source is not None:
                 rel = f"code/{skill.name}.py"
                 _atomic_write(self.path / rel, source.encode("utf-8"))

@@ -38,18 +38,18 @@ def reuse_skill(settings: RunSettings, subtask: str) -> SkillRecord | None:
         return None
     # this run spent nothing on it, and the library keeps only passing skills worth reusing
     return skill.model_copy(update={"task": subtask, "env_steps": 0, "reused": True, "passing": True,
-                                    "measured_in": None}).to_state()
+                                    "measured_in": None, "replayed": None}).to_state()
 
 
 def needed_before(subtask: str | None, earlier: list[str], whole_chain: bool = False) -> list[str]:
     """The earlier subtasks that `subtask` depends on, in plan order.
 
-    A subtask's code test and its RL prefix replay only what it needs: a furnace needs no iron, and
-    replaying collect_iron first would charge iron's failures to the furnace's code. Subtasks outside
-    Crafter's recipe data (an LLM's own names) give no dependency facts, so all of them are kept. So are all
-    of them for the plan's last subtask of a one-achievement task (`whole_chain`, `replays_the_chain`):
-    held-out play is that chain, and what a planner put before it is there for it (an answerer's sword
-    before defeat_skeleton, which needs nothing by recipe, was left out of every test of it).
+    In a score plan a subtask's code test and its RL prefix replay only what it needs: the plan passes over a
+    step that fails, so a step it does not need would only hold it up. Subtasks outside Crafter's recipe data
+    (an LLM's own names) give no dependency facts, so all of them are kept. So are all of them in the plan of a
+    one-achievement task (`whole_chain`, `replays_earlier_skills`): held-out play is that chain, and what a
+    planner put before a subtask is there when it plays (an answerer's sword before defeat_skeleton, which
+    needs nothing by recipe, was left out of every test of it).
     """
     known = TASKS.get(subtask) if subtask else None
     if whole_chain or known is None or known.achievement is None:
@@ -58,25 +58,35 @@ def needed_before(subtask: str | None, earlier: list[str], whole_chain: bool = F
     return [name for name in earlier if name in closure or name not in TASKS]
 
 
-def replays_the_chain(plan: Sequence[Mapping[str, Any]], index: int, task: str | None) -> bool:
-    """Whether the plan's subtask at `index` is the last of a one-achievement task's plan, whose tests replay every
-    earlier skill as held-out play chains them (`needed_before`); a score plan passes over a step that fails, so
-    no subtask of it stands for the whole."""
+def replays_earlier_skills(task: str | None) -> bool:
+    """Whether the code tests of every subtask of `task`'s plan replay every earlier skill first, in plan order, as
+    held-out play chains them (graph rules 18): a one-achievement task. Until then only the plan's last subtask
+    did, and the others replayed what their recipe needs: a furnace placed at step 40 in its tests met no hunger,
+    no night and no mine, and in held-out play, after the iron, it met all three (one answerer's chain died at
+    place_furnace in 41 of 200 held-out episodes, 11 of them starved inside its own survival code, after 7 of 7
+    tests had passed). A score plan passes over a step that fails, so no earlier step stands for its state."""
     known = TASKS.get(task) if task else None
-    return bool(plan) and index == len(plan) - 1 and known is not None and not known.is_score
+    return known is not None and not known.is_score
+
+
+def replays_the_chain(plan: Sequence[Mapping[str, Any]], index: int, task: str | None) -> bool:
+    """Whether the plan's subtask at `index` is the last of a one-achievement task's plan, whose tests replay the
+    whole chain held-out play is (`replays_earlier_skills`); a score plan passes over a step that fails, so
+    no subtask of it stands for the whole."""
+    return bool(plan) and index == len(plan) - 1 and replays_earlier_skills(task)
 
 
 def prior_sources(state: Mapping[str, Any]) -> list[dict]:
     """Coded sources of the skills solved before the current subtask that its tests replay first, in plan order,
-    for the fast agent: those it depends on (`needed_before`), or every earlier one a test can play for the plan's
-    last subtask (`replays_the_chain`)."""
+    for the fast agent: every earlier one a test can play in a one-achievement task's plan
+    (`replays_earlier_skills`), else those it depends on (`needed_before`)."""
     out = []
     plan = state.get("plan", [])
     index = state.get("subtask_index", 0)
     current = plan[index]["name"] if index < len(plan) else None
     earlier = [sub["name"] for sub in plan[:index]]
     by_recipe = set(needed_before(current, earlier))
-    needed = set(earlier) if replays_the_chain(plan, index, state.get("task")) else by_recipe
+    needed = set(earlier) if replays_earlier_skills(state.get("task")) else by_recipe
     for sub in plan[:index]:
         record = (state.get("skills") or {}).get(sub["name"])
         if record is None or sub["name"] not in needed:
