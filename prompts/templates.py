@@ -27,6 +27,7 @@ from prompts.fewshot import (
     REWRITE_MARGIN_TEXT,
     builtin_alias,
     builtin_source,
+    rewrite_margin,
     rewrite_margin_text,
     way_back_to_builtin,
 )
@@ -578,7 +579,7 @@ def _measured_text(result: Mapping[str, Any], action: str, limit: int = COMPACT.
     and by which chain helpers played where they are not the code's own (with the rewrite's own figures,
     `rewrite`, which the code and report below measured)."""
     fields = _pairs({k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()
-                     if k != "rewrite_not_played"})  # the note below says it
+                     if k not in ("rewrite_not_played", "replayed")})  # the note says the one, prerequisites the other
     note = ""
     if result.get("helpers"):  # three answerers read this beside the rewrite's own report as one measurement
         which = ", ".join(f"`{name}` ({whose})" for name, whose in result["helpers"].items())
@@ -587,8 +588,11 @@ def _measured_text(result: Mapping[str, Any], action: str, limit: int = COMPACT.
             own = f" ({rewrite.get('successes')} of {rewrite.get('episodes')} succeeded with the rewrite"
             own += (f", {rewrite.get('started_successes')} of the {rewrite.get('started')} that reached the action)"
                     if rewrite.get("started") is not None and result.get("prerequisites") else ")")
+        # "ranked lower" was read as a loss where the rewrite had won by less than the margin (5 of 8 against 4)
+        margin = rewrite_margin(int(result.get("episodes") or 0))
         note = (f"These figures are the runs that played the earlier {which} in place of the rewrite (the rewrite "
-                f"ranked lower on the same seeds): the code and report below are the rewrite's{own}."
+                f"did not succeed on {margin} more of the same seeds than they did): the code and report below are "
+                f"the rewrite's{own}."
                 if not result.get("rewrite_not_played") else
                 f"These runs played the earlier {which} in place of the rewrite in the code below, which the budget "
                 "left no room to compare with it: the report below is of these runs.")

@@ -916,8 +916,8 @@ def test_the_critic_judges_the_attempt_the_round_stands_for(tmp_path):
     # the prompt says whose stay_alive these runs played: the report it shows is the rewrite's own, whose figures
     # it gives too (an answerer read the built-in's 2 of 8 beside its rewrite's 3 of 8 report as one run)
     assert ("## Measured\nThese figures are the runs that played the earlier `stay_alive` (the built-in) in place "
-            "of the rewrite (the rewrite ranked lower on the same seeds): the code and report below are the "
-            "rewrite's (2 of 8 succeeded with the rewrite).\n") in seen["prompt"]
+            "of the rewrite (the rewrite did not succeed on 2 more of the same seeds than they did): the code and "
+            "report below are the rewrite's (2 of 8 succeeded with the rewrite).\n") in seen["prompt"]
     from prompts.templates import _measured_text
     chained = _measured_text({**before, "kind": "code", "prerequisites": ["collect_wood"], "started": 6,
                               "started_successes": 5}, "collect_coal")
