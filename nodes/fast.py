@@ -153,11 +153,19 @@ WHOLE_CHAIN_SEED_FACTOR = 2
 
 def test_seed_count(settings: RunSettings, state: Mapping[str, Any]) -> int:
     """Code-test seeds per round of the current subtask: the run's (`code_test_episodes`), or WHOLE_CHAIN_SEED_FACTOR
-    times that where the tests replay the chain held-out play is (nodes.attempt.rounds.ends_the_chain) and measure
-    the subtask's code: a building block of a policy's head is only checked before its training."""
+    times that where the tests play out held-out play (`tests_the_whole_chain`)."""
     n = settings.code_test_episodes
+    return n * WHOLE_CHAIN_SEED_FACTOR if tests_the_whole_chain(settings, state) else n
+
+
+def tests_the_whole_chain(settings: RunSettings, state: Mapping[str, Any]) -> bool:
+    """Whether the current subtask's code tests play held-out play's chain to its end and measure the subtask's code:
+    the plan's last subtask of a one-achievement task (nodes.attempt.rounds.ends_the_chain), and not a building
+    block of a policy's head, which is only checked before its training. Such a test also ends at the achievement
+    (tools.run_code `after_success_steps` 0), where held-out play counts the episode a success: an answerer's
+    diamond round counted a run that mined the diamond and died 13 steps later as a failure."""
     building_block = learned((state.get("decomposition") or {}).get("sub_actions") or [])
-    return n * WHOLE_CHAIN_SEED_FACTOR if ends_the_chain(state, settings.task) and not building_block else n
+    return ends_the_chain(state, settings.task) and not building_block
 
 
 def code_test_seeds(settings: RunSettings, state: Mapping[str, Any]) -> list[int]:
@@ -1085,7 +1093,8 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
                 return _left_out_of_head(state, update, target["name"])
             return to_critic(update, too_big)
         return Command(goto="fast", update=update)
-    base = {"code": program, "task": subtask, "max_steps": max_steps, **({"action": action} if action else {})}
+    base = {"code": program, "task": subtask, "max_steps": max_steps, **({"action": action} if action else {}),
+            **({"after_success_steps": 0} if tests_the_whole_chain(settings, state) else {})}
     calls = [_call(CODE_TOOL, {**base, "seed": int(seed)}) for seed in seeds]
     if helpers:  # after the round's own tests, on the same seeds (compare_budget_short: both fit at full length)
         calls += [_call(CODE_TOOL, {**base, "code": program_before, "seed": int(seed)}, prefix=HELPERS_BEFORE)

@@ -674,6 +674,8 @@ def test_a_rewritten_stay_alive_is_kept_only_where_it_gains_two_seeds_on_the_one
 
     _, calls = write(action)  # the built-in stay_alive: nothing to set it against
     assert len(calls) == n and not any(c["id"].startswith(HELPERS_BEFORE) for c in calls)
+    # the plan's last subtask: its tests end at the achievement, where held-out play counts the success
+    assert [c["args"].get("after_success_steps") for c in calls] == [0] * n
     # the way back to the built-in the report gives plays the built-in: no comparison, which could only tie
     back = "def stay_alive(game):\n    yield from builtin_stay_alive(game)\n"
     _, calls = write(back + "\n\n" + action)

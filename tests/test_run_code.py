@@ -204,6 +204,11 @@ def test_a_test_plays_the_code_on_past_the_achievement_to_its_return():
     assert stopped.steps == stopped.success_step + AFTER_SUCCESS_STEPS
     assert f"(still running at {stopped.steps}, stopped)" in stopped.to_text()
 
+    # where held-out play ends at the achievement (the plan's last subtask) the test does too: what came after it
+    # cannot undo the success (a diamond mined, the player dead 13 steps later, was counted a failure)
+    ends = run_code(forever, seed=7, max_steps=2000, wall_time_s=30, after_success_steps=0)
+    assert ends.task_success and ends.ended == "success" and ends.steps == ends.success_step == stopped.success_step
+
     capped = run_code(forever, seed=7, max_steps=40, wall_time_s=30)  # the test's step limit stops it first
     assert capped.task_success and capped.stopped_after_success and capped.end_state is None
     assert f"(still running at {capped.steps}, stopped)" in capped.to_text()

@@ -96,12 +96,13 @@ class CodeRunReport(BaseModel):
     seed: int = 0
     action: str | None = Field(None, description="the coded action that ran")
     task_success: bool = Field(False, description="the subtask's achievement unlocked and the player was alive "
-                                                  "when the code ended (returned, raised or was stopped)")
+                                                  "when the code ended (returned, raised or was stopped); with "
+                                                  "after_success_steps 0, the achievement unlocked")
     success_step: int | None = Field(None, description="the step the subtask's achievement unlocked; the code then "
                                                       "played on to its return")
     stopped_after_success: bool = Field(False, description="still running after the achievement when the test "
-                                                           f"stopped it ({AFTER_SUCCESS_STEPS} steps after it, or "
-                                                           "the step limit)")
+                                                           "stopped it (after_success_steps after it, "
+                                                           f"{AFTER_SUCCESS_STEPS} by default, or the step limit)")
     steps: int = Field(0, description="primitive environment steps the code used")
     achievements_before: list[str] = Field(default_factory=list, description="unlocked before the code ran")
     achievements_unlocked: list[str] = Field(default_factory=list, description="unlocked at the end (all of them)")
@@ -237,8 +238,9 @@ class _Progress:
     """What the code did, step by step, as the trusted side saw it: the whole story also when a limit
     stopped it, and every health loss with its likely cause, read from the player's view at that step."""
 
-    def __init__(self, env, gif: bool) -> None:
+    def __init__(self, env, gif: bool, after_success_steps: int = AFTER_SUCCESS_STEPS) -> None:
         self.env = env
+        self.after_success_steps = after_success_steps
         self.trace = TraceBuilder()
         self.inventory_before = dict(env.game.inventory)
         self.inventory = dict(self.inventory_before)
@@ -313,7 +315,7 @@ class _Progress:
             self.frames.append(self.env.render())
         if time.monotonic() > self.deadline:
             raise _OutOfTime
-        if self.success_step is not None and self.steps - self.success_step >= AFTER_SUCCESS_STEPS:
+        if self.success_step is not None and self.steps - self.success_step >= self.after_success_steps:
             raise _RanOnAfterSuccess
 
     def _enter(self, running: str) -> None:
@@ -407,9 +409,14 @@ def choose_action(names: list[str], wanted: str | None) -> str:
 
 
 def run_code(code: str, task: str = "collect_wood", seed: int = 0, max_steps: int = 500,
-             action: str | None = None, gif: bool = False, *, wall_time_s: float | None = None,
-             memory_mb: int = 512, output_dir: str = DEFAULT_OUTPUT_DIR) -> CodeRunReport:
-    """Run agent code in a fresh episode; the code runs in the sandbox, the episode here. Always returns a report."""
+             action: str | None = None, gif: bool = False, after_success_steps: int = AFTER_SUCCESS_STEPS, *,
+             wall_time_s: float | None = None, memory_mb: int = 512,
+             output_dir: str = DEFAULT_OUTPUT_DIR) -> CodeRunReport:
+    """Run agent code in a fresh episode; the code runs in the sandbox, the episode here. Always returns a report.
+
+    `after_success_steps`: how long the code plays on after the achievement, the player to be alive then (the chain
+    goes on from there); 0 where held-out play ends at the achievement (the plan's last subtask), which is then
+    the success whatever comes after."""
     start = time.monotonic()
     base: dict[str, Any] = {"task": str(task), "seed": seed if isinstance(seed, int) else 0}
 
@@ -430,7 +437,7 @@ def run_code(code: str, task: str = "collect_wood", seed: int = 0, max_steps: in
 
     env = CrafterEnv(task=base["task"], obs_kind="symbolic", max_steps=max_steps, end_on_success=False)
     env.reset(seed=seed)
-    progress = _Progress(env, gif)
+    progress = _Progress(env, gif, after_success_steps)
     wall = wall_time_s or default_wall_time(max_steps)
     limits = SandboxLimits(memory_mb=memory_mb, load_timeout_s=min(wall, SandboxLimits.load_timeout_s))
     try:
@@ -469,7 +476,7 @@ def run_code(code: str, task: str = "collect_wood", seed: int = 0, max_steps: in
     out_of_steps = outcome is None or outcome.truncated or outcome.steps >= limit
     # held-out play goes on from where the code ends, also after an error once the goal is unlocked: a success
     # is the achievement with the player alive then
-    success = progress.success_step is not None and not progress.died()
+    success = progress.success_step is not None and (after_success_steps == 0 or not progress.died())
     stopped = success and not kind and (stopped or out_of_steps)
     ended: Ended = ("precondition" if kind == "precondition" else "success" if success else "error" if kind
                     else "died" if progress.died() else "out_of_steps" if out_of_steps else "action_returned")
@@ -933,16 +940,22 @@ class RunCodeArgs(BaseModel):
     max_steps: int = Field(500, ge=1, le=MAX_STEPS_LIMIT, description="primitive step budget of the test")
     action: str | None = Field(None, description="coded action to run; default: `main`, else the last one defined")
     gif: bool = Field(False, description="also save a GIF of the episode")
+    after_success_steps: int = Field(AFTER_SUCCESS_STEPS, ge=0, le=MAX_STEPS_LIMIT,
+                                     description="steps the code plays on after the achievement, the player to be "
+                                                 "alive then; 0: the test ends at the achievement")
 
 
 def _tool_entry(code: str, task: str = "collect_wood", seed: int = 0, max_steps: int = 500,
-                action: str | None = None, gif: bool = False) -> tuple[str, CodeRunReport]:
-    report = run_code_where_asked(code, task=task, seed=seed, max_steps=max_steps, action=action, gif=gif)
+                action: str | None = None, gif: bool = False,
+                after_success_steps: int = AFTER_SUCCESS_STEPS) -> tuple[str, CodeRunReport]:
+    report = run_code_where_asked(code, task=task, seed=seed, max_steps=max_steps, action=action, gif=gif,
+                                  after_success_steps=after_success_steps)
     return report.to_text(), report
 
 
 def run_code_where_asked(code: str, task: str = "collect_wood", seed: int = 0, max_steps: int = 500,
-                         action: str | None = None, gif: bool = False) -> CodeRunReport:
+                         action: str | None = None, gif: bool = False,
+                         after_success_steps: int = AFTER_SUCCESS_STEPS) -> CodeRunReport:
     """`run_code` here, or, when the command was given a Ray cluster (`graph.run --ray`), as a Ray task on one
     of its nodes: the test runs there exactly as here (the sandbox process is started on that node) and its
     report comes back through Ray. The graph's code tests are one tool call per seed, which LangGraph's
@@ -951,10 +964,12 @@ def run_code_where_asked(code: str, task: str = "collect_wood", seed: int = 0, m
     from rl import ray_cluster
 
     if gif or ray_cluster.requested() is None:
-        return run_code(code, task=task, seed=seed, max_steps=max_steps, action=action, gif=gif)
+        return run_code(code, task=task, seed=seed, max_steps=max_steps, action=action, gif=gif,
+                        after_success_steps=after_success_steps)
     try:
         # the test's own wall-clock limit, plus a margin for scheduling and the sandbox's start on the node
         return ray_cluster.run_task(run_code, code, task=task, seed=seed, max_steps=max_steps, action=action,
+                                    after_success_steps=after_success_steps,
                                     timeout_s=default_wall_time(max_steps) + 120)
     except Exception as exc:  # the cluster, not the code: say so, as for a sandbox that cannot start
         first = (str(exc).strip().splitlines() or [""])[0]
