@@ -52,6 +52,7 @@ from nodes.attempt.rounds import (
     comparison_margin,
     ends_the_chain,
     helpers_not_played,
+    is_the_plans_last,
     judged_functions,
     judged_sub_action,
     latest_versions,
@@ -101,6 +102,7 @@ from nodes.skills.records import (
     prerequisite_achievements,
     prior_sources,
     replaced_names,
+    replays_earlier_skills,
     solved_pool,
 )
 from nodes.starts import STARTS_FOLDER, chain_starts, starts_text, write_start_set
@@ -153,19 +155,24 @@ WHOLE_CHAIN_SEED_FACTOR = 2
 
 def test_seed_count(settings: RunSettings, state: Mapping[str, Any]) -> int:
     """Code-test seeds per round of the current subtask: the run's (`code_test_episodes`), or WHOLE_CHAIN_SEED_FACTOR
-    times that where the tests play out held-out play (`tests_the_whole_chain`)."""
+    times that where the tests replay the chain held-out play is (nodes.attempt.rounds.ends_the_chain) and measure
+    the subtask's code: a building block of a policy's head is only checked before its training."""
     n = settings.code_test_episodes
-    return n * WHOLE_CHAIN_SEED_FACTOR if tests_the_whole_chain(settings, state) else n
+    return n * WHOLE_CHAIN_SEED_FACTOR if ends_the_chain(state, settings.task) and not _building_block(state) else n
 
 
-def tests_the_whole_chain(settings: RunSettings, state: Mapping[str, Any]) -> bool:
-    """Whether the current subtask's code tests play held-out play's chain to its end and measure the subtask's code:
-    the plan's last subtask of a one-achievement task (nodes.attempt.rounds.ends_the_chain), and not a building
-    block of a policy's head, which is only checked before its training. Such a test also ends at the achievement
-    (tools.run_code `after_success_steps` 0), where held-out play counts the episode a success: an answerer's
-    diamond round counted a run that mined the diamond and died 13 steps later as a failure."""
-    building_block = learned((state.get("decomposition") or {}).get("sub_actions") or [])
-    return ends_the_chain(state, settings.task) and not building_block
+def test_ends_at_achievement(settings: RunSettings, state: Mapping[str, Any]) -> bool:
+    """Whether the current subtask's code tests end at its achievement (tools.run_code `after_success_steps` 0)
+    rather than play on to the code's return, the player to be alive then: held-out play goes on from there to the
+    next skill, except after the plan's last subtask of a one-achievement task, where the episode has succeeded
+    (nodes.attempt.rounds.is_the_plans_last; not for a building block of a policy's head). An answerer's diamond
+    round counted a run that mined the diamond and died 13 steps later as a failure."""
+    return is_the_plans_last(state, settings.task) and not _building_block(state)
+
+
+def _building_block(state: Mapping[str, Any]) -> bool:
+    """Whether the current code tests check a building block of a policy's head, before its training."""
+    return bool(learned((state.get("decomposition") or {}).get("sub_actions") or []))
 
 
 def code_test_seeds(settings: RunSettings, state: Mapping[str, Any]) -> list[int]:
@@ -175,14 +182,22 @@ def code_test_seeds(settings: RunSettings, state: Mapping[str, Any]) -> list[int
     return train_seeds(n, offset=offset)
 
 
-def test_max_steps(settings: RunSettings, subtask: str) -> int:
-    return int(settings.test_max_steps or TASKS[subtask].max_steps)
+def test_max_steps(settings: RunSettings, state: Mapping[str, Any]) -> int:
+    """A code test's episode length: `--test-max-steps`, else the subtask's step limit, or in a one-achievement task's
+    plan, whose tests replay every earlier skill first, the longest limit of the plan up to it (a furnace tested after
+    the iron runs as long as the iron's tests)."""
+    if settings.test_max_steps:
+        return int(settings.test_max_steps)
+    plan, index = state["plan"], int(state.get("subtask_index", 0))
+    earlier = [sub["name"] for sub in plan[:index]] if replays_earlier_skills(state.get("task")) else []
+    return max([TASKS[plan[index]["name"]].max_steps, *(TASKS[name].max_steps for name in earlier if name in TASKS)])
 
 
 class SubtaskCode:
     """The coded actions the current sub-action may use: every skill solved so far (nodes.skills.pool.pool_of),
     then this decomposition's code; the earlier skills a code test replays first are the prefix
-    (nodes.skills.records.prior_sources: what the subtask needs, or the whole chain for the plan's last)."""
+    (nodes.skills.records.prior_sources: every earlier skill in a one-achievement task's plan, else what the
+    subtask needs)."""
 
     def __init__(self, state: Mapping[str, Any], settings: RunSettings):
         self.subtask = state["plan"][state["subtask_index"]]["name"]
@@ -206,7 +221,7 @@ class SubtaskCode:
                 self.pool.add(self.versions[name], subtask=self.subtask, kind="code", this_subtask=True)
         # a skill whose entry is not among its functions (its code never defined it) cannot be replayed
         self.prefix = [p["main"] for p in self.prior if p.get("main") in self.pool]
-        self.max_steps = test_max_steps(settings, self.subtask)
+        self.max_steps = test_max_steps(settings, state)
         # moments where earlier tests reached this subtask's turn: a training starts there (nodes.starts)
         self.starts = chain_starts(state, self.subtask) if self.prefix else []
         # the best code attempt before this attempt's own tests (a move to rl keeps its code in the head)
@@ -1094,7 +1109,7 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
             return to_critic(update, too_big)
         return Command(goto="fast", update=update)
     base = {"code": program, "task": subtask, "max_steps": max_steps, **({"action": action} if action else {}),
-            **({"after_success_steps": 0} if tests_the_whole_chain(settings, state) else {})}
+            **({"after_success_steps": 0} if test_ends_at_achievement(settings, state) else {})}
     calls = [_call(CODE_TOOL, {**base, "seed": int(seed)}) for seed in seeds]
     if helpers:  # after the round's own tests, on the same seeds (compare_budget_short: both fit at full length)
         calls += [_call(CODE_TOOL, {**base, "code": program_before, "seed": int(seed)}, prefix=HELPERS_BEFORE)

@@ -64,7 +64,7 @@ def test_the_plans_last_subtask_tests_on_twice_the_seeds_and_a_rewrite_needs_a_q
     all different); a middle subtask keeps the run's. A chain helper's rewrite needs a quarter of the round's seeds
     more successes than the earlier one: 2 of 8, 4 of 16."""
     from nodes.attempt.rounds import _with_helpers_before
-    from nodes.fast import test_seed_count, tests_the_whole_chain
+    from nodes.fast import test_ends_at_achievement, test_seed_count
     from prompts.fewshot import rewrite_margin
 
     settings = RunSettings(task="collect_coal")
@@ -80,7 +80,7 @@ def test_the_plans_last_subtask_tests_on_twice_the_seeds_and_a_rewrite_needs_a_q
     policy = {"decomposition": {"sub_actions": [{"name": "dig", "kind": "code"}, {"name": "learn", "kind": "rl"}]}}
     assert test_seed_count(settings, {**last, **policy}) == 8
     # the same tests end at the achievement, where held-out play counts the episode a success; the others play on
-    assert [tests_the_whole_chain(settings, s) for s in (last, middle, {**last, **policy})] == [True, False, False]
+    assert [test_ends_at_achievement(settings, s) for s in (last, middle, {**last, **policy})] == [True, False, False]
     assert [rewrite_margin(n) for n in (1, 2, 8, 16)] == [1, 1, 2, 4]
     state = {"last_attempt": {"helpers_before": {"stay_alive": "the built-in"}, "rewrite_key": "k"}}
     for own, kept_by_the_earlier in ((11, True), (12, False)):

@@ -89,8 +89,9 @@ def test_a_depth_10_chain_grows_linearly_and_held_out_plays_the_last_tests_defin
 
 
 def test_held_out_play_plays_an_unneeded_earlier_skill_with_the_last_skills_helpers_as_its_tests_did():
-    """The plan's last subtask's tests replay every earlier skill (nodes.skills.records.needed_before), needed by
-    recipe or not: held-out play then plays each with the library those tests had, the last skill's helper."""
+    """The plan's last subtask's tests replay every earlier skill, needed by recipe or not (a record made before
+    graph rules 18, with no `replayed`): held-out play then plays each with the library those tests had, the last
+    skill's helper."""
     plan = ["collect_sapling", "defeat_zombie"]  # defeat_zombie needs nothing by recipe
     skills = {name: _skill(k, name, None) for k, name in enumerate(plan)}
     chain = _load_chain([{"name": n} for n in plan], skills, seed=0, whole_chain=True)

@@ -175,3 +175,17 @@ def test_logs_show_the_rate_over_the_runs_that_reached_the_start():
         "38% (3 of 8 reached its start: 100%)"
     assert rate_text({"success_rate": 0.875, "success_given_start": 0.875, "started": 8, "episodes": 8}) == "88%"
     assert rate_text({"success_rate": 0.4}) == "40%"
+
+
+def test_a_test_runs_as_long_as_the_longest_limit_of_the_skills_it_replays():
+    """A furnace tested after the iron (graph rules 18) runs as long as the iron's tests: its own 3,000 steps would
+    cut short the runs whose iron took long. A score plan replays only what the furnace needs: its own limit."""
+    from envs.tasks import TASKS
+    from nodes.fast import test_max_steps
+    from nodes.settings import RunSettings
+
+    furnace = {**_state_at("place_furnace"), "task": "make_iron_pickaxe"}
+    assert TASKS["place_furnace"].max_steps < TASKS["collect_iron"].max_steps
+    assert test_max_steps(RunSettings(), furnace) == TASKS["collect_iron"].max_steps
+    assert test_max_steps(RunSettings(), {**furnace, "task": "crafter_score"}) == TASKS["place_furnace"].max_steps
+    assert test_max_steps(RunSettings(test_max_steps=123), furnace) == 123

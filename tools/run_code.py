@@ -99,7 +99,7 @@ class CodeRunReport(BaseModel):
                                                   "when the code ended (returned, raised or was stopped); with "
                                                   "after_success_steps 0, the achievement unlocked")
     success_step: int | None = Field(None, description="the step the subtask's achievement unlocked; the code then "
-                                                      "played on to its return")
+                                                      "played on to its return (or after_success_steps)")
     stopped_after_success: bool = Field(False, description="still running after the achievement when the test "
                                                            "stopped it (after_success_steps after it, "
                                                            f"{AFTER_SUCCESS_STEPS} by default, or the step limit)")
@@ -382,7 +382,7 @@ class _OutOfTime(Exception):
 
 
 class _RanOnAfterSuccess(Exception):
-    """The code was still running AFTER_SUCCESS_STEPS steps after the achievement (raised like _OutOfTime)."""
+    """The code was still running `after_success_steps` after the achievement (raised like _OutOfTime)."""
 
 
 def _events(before: dict[str, int], after: dict[str, int], new_achievements: list[str], reward: float) -> list[str]:

@@ -25,7 +25,13 @@ from nodes.attempt.results import (
 )
 from nodes.entries import CodeVersion, DecompositionEntry, MeasuredResult, SubActionEntry, coded, learned
 from nodes.skills.pool import definitions, function_names, without_definitions
-from nodes.skills.records import prerequisite_achievements, prior_sources, replaced_names, replays_the_chain
+from nodes.skills.records import (
+    prerequisite_achievements,
+    prior_sources,
+    replaced_names,
+    replays_the_chain,
+    solved_pool,
+)
 from prompts.fewshot import rewrite_margin
 
 
@@ -132,13 +138,18 @@ def recorded_result(state: Mapping[str, Any]) -> MeasuredResult | None:
     return state.get("last_result") if rid is not None and rid == state.get("counted_round") else None
 
 
+def is_the_plans_last(state: Mapping[str, Any], task: str) -> bool:
+    """Whether the current subtask is the last of a one-achievement task's plan, whose achievement is the
+    task's success in held-out play. A score plan passes over a step that fails, so no subtask of it stands for the
+    whole."""
+    return replays_the_chain(state.get("plan") or [], int(state.get("subtask_index", 0)), get_task(task).name)
+
+
 def ends_the_chain(state: Mapping[str, Any], task: str) -> bool:
     """Whether the current subtask's code tests replay the chain held-out play runs, earlier skills first: the
-    last subtask of the plan of a one-achievement task, after at least one solved skill its tests replay
-    (nodes.attempt.results.round_passes; without one, every run reaches the action and the rule is moot).
-    A score plan passes over a step that fails, so no subtask of it stands for the whole."""
-    return (replays_the_chain(state.get("plan") or [], int(state.get("subtask_index", 0)), get_task(task).name)
-            and bool(prior_sources(state)))
+    plan's last subtask (`is_the_plans_last`), after at least one solved skill its tests replay
+    (nodes.attempt.results.round_passes; without one, every run reaches the action and the rule is moot)."""
+    return is_the_plans_last(state, task) and bool(prior_sources(state))
 
 
 def record_round(state: Mapping[str, Any]) -> tuple[dict[str, Any], MeasuredResult | None]:
@@ -163,7 +174,8 @@ def record_round(state: Mapping[str, Any]) -> tuple[dict[str, Any], MeasuredResu
     result.update({"subtask": subtask, "sub_action": judged["name"], "outer_iter": state.get("outer_iter", 0),
                    "inner_iter": state.get("inner_iter", 0), **_artefacts(state, messages, result, judged)})
     if result["kind"] == "code":  # what held-out play replays with this round's library (nodes.executor._load_chain)
-        result["replayed"] = [p["subtask"] for p in prior_sources(state) if p.get("main")]
+        callable_ = set(solved_pool(state).functions())  # as nodes.fast.SubtaskCode takes its prefix
+        result["replayed"] = [p["subtask"] for p in prior_sources(state) if p.get("main") in callable_]
     if result.get("helpers_before"):
         result["helpers_before"] = _with_helpers_before(state, result)
     not_played = helpers_not_played(state)
