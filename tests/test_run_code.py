@@ -453,6 +453,7 @@ def test_summary_for_the_agent_keeps_the_error_line_and_stays_under_the_cap():
     (dict(seed=-1), "seed must be >= 0"),
     (dict(task="collect wod"), "unknown task"),
     (dict(max_steps=0), "max_steps must be an integer from 1"),
+    (dict(after_success_steps=-1), "after_success_steps must be an integer from 0"),
 ])
 def test_bad_inputs_are_refused_with_a_clear_message(kwargs, needle):
     report = run_code("def main(game):\n    yield 'noop'\n", **kwargs)

@@ -426,7 +426,7 @@ def run_code(code: str, task: str = "collect_wood", seed: int = 0, max_steps: in
         return CodeRunReport(ok=False, failure_kind=kind, error=clean_text(error, mark=False),
                              wall_time_s=round(time.monotonic() - start, 3), **{"ended": "error", **base, **extra})
 
-    problem = _input_problem(task, seed, max_steps, action)
+    problem = _input_problem(task, seed, max_steps, action, after_success_steps)
     if problem:
         return failed("input", problem)
     base["task"] = get_task(task).name
@@ -517,7 +517,7 @@ def _seen(progress: _Progress, name: str) -> dict[str, Any]:
                 **progress.ending())
 
 
-def _input_problem(task: Any, seed: Any, max_steps: Any, action: Any) -> str | None:
+def _input_problem(task: Any, seed: Any, max_steps: Any, action: Any, after_success_steps: Any = 0) -> str | None:
     try:
         get_task(task)
     except UnknownTaskError as exc:
@@ -532,6 +532,9 @@ def _input_problem(task: Any, seed: Any, max_steps: Any, action: Any) -> str | N
         return f"max_steps must be an integer from 1 to {MAX_STEPS_LIMIT}, got {max_steps!r}"
     if action is not None and (not isinstance(action, str) or not action.isidentifier()):
         return f"action must be the name of a coded action in the code, got {action!r}"
+    if (not isinstance(after_success_steps, int) or isinstance(after_success_steps, bool)
+            or not 0 <= after_success_steps <= MAX_STEPS_LIMIT):
+        return f"after_success_steps must be an integer from 0 to {MAX_STEPS_LIMIT}, got {after_success_steps!r}"
     return None
 
 
