@@ -220,7 +220,9 @@ class SubtaskCode:
             if name in self.versions and name not in self.pool:
                 self.pool.add(self.versions[name], subtask=self.subtask, kind="code", this_subtask=True)
         # a skill whose entry is not among its functions (its code never defined it) cannot be replayed
-        self.prefix = [p["main"] for p in self.prior if p.get("main") in self.pool]
+        replayable = [p for p in self.prior if p.get("main") in self.pool]
+        self.prefix = [p["main"] for p in replayable]
+        self.replayed = [p["subtask"] for p in replayable]  # the skills of the prefix (Skill.replayed)
         self.max_steps = test_max_steps(settings, state)
         # moments where earlier tests reached this subtask's turn: a training starts there (nodes.starts)
         self.starts = chain_starts(state, self.subtask) if self.prefix else []
@@ -1119,7 +1121,7 @@ def _write_code(state: Mapping[str, Any], update: dict, settings: RunSettings, l
               "total_inner_iters": int(state.get("total_inner_iters", 0)) + repaired,
               "attempt": int(state.get("attempt", 0)) + (0 if last else 1),
               "last_attempt": {"sub_action": target["name"], "code": code, "max_steps": max_steps, "report": None,
-                               "program": tested_as,
+                               "program": tested_as, "replayed": lib.replayed if defined else [],
                                **({"helpers_before": helpers} if helpers else {}),
                                **({"rewrite_key": rewrite_key} if rewrite_key else {}),
                                **({"helpers_not_played": not_played} if not_played else {}),

@@ -90,6 +90,7 @@ class LastAttempt(TypedDict):
     report: str | None           # None until its test round came back
     result: NotRequired[AttemptResult]  # a code test's numbers (nodes.measure)
     program: NotRequired[str]    # not rendered: a digest of the program its test played (not tested twice)
+    replayed: NotRequired[list[str]]  # not rendered: the earlier skills its test played first (Skill.replayed)
 
 
 class PreviousAttempt(TypedDict):

@@ -30,7 +30,6 @@ from nodes.skills.records import (
     prior_sources,
     replaced_names,
     replays_the_chain,
-    solved_pool,
 )
 from prompts.fewshot import rewrite_margin
 
@@ -173,9 +172,9 @@ def record_round(state: Mapping[str, Any]) -> tuple[dict[str, Any], MeasuredResu
     judged = judged_sub_action(state["decomposition"])
     result.update({"subtask": subtask, "sub_action": judged["name"], "outer_iter": state.get("outer_iter", 0),
                    "inner_iter": state.get("inner_iter", 0), **_artefacts(state, messages, result, judged)})
-    if result["kind"] == "code":  # what held-out play replays with this round's library (nodes.executor._load_chain)
-        callable_ = set(solved_pool(state).functions())  # as nodes.fast.SubtaskCode takes its prefix
-        result["replayed"] = [p["subtask"] for p in prior_sources(state) if p.get("main") in callable_]
+    replayed = (state.get("last_attempt") or {}).get("replayed")  # nodes.fast.SubtaskCode.replayed; None: not said
+    if result["kind"] == "code" and replayed is not None:  # held-out play follows it (nodes.executor._load_chain)
+        result["replayed"] = list(replayed)
     if result.get("helpers_before"):
         result["helpers_before"] = _with_helpers_before(state, result)
     not_played = helpers_not_played(state)
